@@ -1,0 +1,122 @@
+"""``create_app(settings)``: the Starlette application.
+
+Errors are mapped to OpenAI's envelope here and nowhere else: our own :class:`APIError`
+tree, Starlette's 404/405, and — as a last resort — any other exception as a 500 whose body
+says nothing of the traceback (the log keeps it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mockserver.backends import load_backend
+from mockserver.clock import Clock, FrozenClock, SystemClock
+from mockserver.config import Settings
+from mockserver.context import ServerContext
+from mockserver.engine import Engine
+from mockserver.errors import APIError, AuthenticationError, InternalError, MethodNotAllowed, NotFound
+from mockserver.generation import Backend
+from mockserver.profiles import OPENAI
+from mockserver.routes import routes
+from mockserver.streaming import dumps
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("mockserver")
+
+
+def error_response(exc: APIError) -> Response:
+    return Response(dumps(exc.body()), status_code=exc.status, media_type="application/json", headers=exc.headers)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 405:
+        return error_response(MethodNotAllowed(f"Method not allowed ({where})."))
+    if exc.status_code == 404:
+        return error_response(NotFound(f"Invalid URL ({where})"))
+    return error_response(APIError(str(exc.detail)))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(InternalError("The server had an error while processing your request."))
+
+
+class BearerAuth:
+    """401 unless the bearer token is one of ``keys`` (an empty set accepts anything)."""
+
+    def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.keys and scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            problem = self._problem(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
+            if problem is not None:
+                await error_response(problem)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _problem(self, header: str) -> AuthenticationError | None:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return AuthenticationError(
+                "You didn't provide an API key. You need to provide your API key in an Authorization "
+                "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                code="missing_api_key",
+            )
+        token = token.strip()
+        if token not in self.keys:
+            shown = token[:3] + "*" * 4 + token[-4:] if len(token) > 8 else "*" * 4
+            return AuthenticationError(f"Incorrect API key provided: {shown}.", code="invalid_api_key")
+        return None
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock | None = None, backend: Backend | None = None) -> Starlette:
+    """Build the app. ``clock`` and ``backend`` are injectable for tests."""
+    settings = settings or Settings()
+    if clock is None:
+        clock = FrozenClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
+    chosen = backend if backend is not None else load_backend(settings)
+    ctx = ServerContext(
+        settings=settings,
+        engine=Engine(chosen),
+        clock=clock,
+        profile=OPENAI,
+        windows=settings.model_windows(),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        warm_up = getattr(chosen, "warm_up", None)
+        if warm_up is not None:
+            warm_up()  # load the model in the background; /health answers meanwhile
+        yield
+        close = getattr(chosen, "close", None)
+        if close is not None:
+            close()
+
+    app = Starlette(
+        routes=routes(),
+        exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _unexpected},
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    if settings.api_keys:
+        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys))
+    return app

@@ -1,0 +1,264 @@
+"""The reference backend: answers every generation with the tiny torch model.
+
+Model compute never runs on the event loop. Each request becomes a :class:`_Job` whose
+prefill and then each decoding step (one token for every live choice) is one task on a small
+thread pool; the event loop only awaits them. Steps of concurrent requests interleave on the
+pool in arrival order, so 32 streams progress together, and a request whose client went away
+stops after the step in flight: its async generator is simply never resumed.
+
+Each request runs alone through the model (batch size 1, no cross-request batching), so its
+numbers cannot depend on what else is running. Torch runs one intra-op thread per pool
+worker: for a model this small, op-level threading costs more than it gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from mockserver.errors import ContextLengthExceeded, InvalidRequest
+from mockserver.generation import (
+    Candidate,
+    Event,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    Prompt,
+    Started,
+    TextDelta,
+    Token,
+    Usage,
+)
+from mockserver.seeding import choice_seed
+from mockserver.stopping import TextAssembler
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from mockserver.config import Settings
+    from mockserver.reference.model import GPT, KVCache
+    from mockserver.reference.tokenizer import Tokenizer
+
+__all__ = ["ReferenceBackend", "Runtime", "from_settings"]
+
+_T = TypeVar("_T")
+
+
+class Runtime:
+    """The loaded model and tokenizer (import of torch happens here, and only here)."""
+
+    def __init__(self, assets: Path | None = None, max_positions: int = 8192) -> None:
+        import torch
+
+        from mockserver.reference.model import load_model
+        from mockserver.reference.tokenizer import ASSETS, Tokenizer
+
+        torch.set_num_threads(1)
+        directory = assets or ASSETS
+        self.model: GPT = load_model(directory)
+        self.tokenizer: Tokenizer = Tokenizer.from_file(directory / "tokenizer.json")
+        if self.tokenizer.vocab_size != self.model.cfg.vocab_size:
+            raise RuntimeError("tokenizer and model disagree on the vocabulary size")
+        # Grow the rotary table once, now, so worker threads only ever read it.
+        self.model.rotary.multipliers(0, max_positions + 1)
+
+
+class ReferenceBackend:
+    """Backend over :class:`Runtime`; ``threads`` is the size of the model pool."""
+
+    def __init__(self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192) -> None:
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
+        self._assets = assets
+        self._max_positions = max_positions
+        self._lock = threading.Lock()
+        self._loading: Future[Runtime] | None = None
+        self.steps = 0  # decoding steps taken, all requests together (observable by tests)
+
+    def warm_up(self) -> Future[Runtime]:
+        """Start loading the model in the pool (idempotent); requests wait for it."""
+        with self._lock:
+            if self._loading is None:
+                self._loading = self._pool.submit(Runtime, self._assets, self._max_positions)
+            return self._loading
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.wrap_future(self._pool.submit(fn))
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        runtime = await asyncio.wrap_future(self.warm_up())
+        job = await self._run(lambda: _Job(runtime, request))
+        for event in job.opening:
+            yield event
+        while not job.done:
+            events = await self._run(job.advance)
+            self.steps += 1
+            for event in events:
+                yield event
+
+
+@dataclass(slots=True)
+class _Choice:
+    index: int
+    rng: random.Random
+    assembler: TextAssembler
+    logits: Tensor  # [V] scores for the next token
+    cache: KVCache
+    budget: int  # tokens it may still sample
+    sampled: int = 0
+    done: bool = False
+
+
+class _Job:
+    """One request's state between steps. Runs only on pool threads, one step at a time."""
+
+    def __init__(self, runtime: Runtime, request: GenerationRequest) -> None:
+        from mockserver import sampling
+
+        self._sampling = sampling
+        self.runtime = runtime
+        self.request = request
+        tok = runtime.tokenizer
+        params = request.sampling
+        # Chat replies end at <|im_end|>; any special token ends a reply, since none is text.
+        self.stop_ids = tok.special_ids if request.endpoint == "chat" else frozenset({tok.eos_id})
+        self.opening: list[Event] = []
+        self.choices: list[_Choice] = []
+        param = "messages" if request.endpoint == "chat" else "prompt"
+        encoded = [self._encode(p, param) for p in request.prompts]
+        budgets = [self._budget(len(ids), param) for ids in encoded]  # all checked before any compute
+        self.prompt_tokens = sum(len(ids) for ids in encoded)
+        for p, ids in enumerate(encoded):
+            # An empty prompt is read as the start of a document (after <|endoftext|>).
+            context = ids or [tok.eos_id]
+            score = params.echo and params.logprobs is not None
+            logits, cache = runtime.model.prefill(context, all_logits=score)
+            for j in range(request.n):
+                index = p * request.n + j
+                self.opening.append(Started(index))
+                if params.echo:
+                    self.opening.append(self._echo(index, ids, logits if score else None))
+                self.choices.append(
+                    _Choice(
+                        index=index,
+                        rng=random.Random(choice_seed(request.seed, index)),
+                        assembler=TextAssembler(params.stop),
+                        logits=logits[-1],
+                        cache=cache.fork(),
+                        budget=budgets[p],
+                    )
+                )
+        self.done = False
+        if all(c.budget == 0 for c in self.choices):
+            self.opening.extend(self._finish_all_at_zero())
+
+    # ---- preparation ----------------------------------------------------------------------
+
+    def _encode(self, prompt: Prompt, param: str) -> list[int]:
+        tok = self.runtime.tokenizer
+        if prompt.messages is not None:
+            return tok.render_chat([(m.role, m.content) for m in prompt.messages])
+        if prompt.token_ids is not None:
+            bad = [t for t in prompt.token_ids if not 0 <= t < tok.vocab_size]
+            if bad:
+                raise InvalidRequest(
+                    f"Invalid token id {bad[0]} in prompt: ids must be in [0, {tok.vocab_size}).",
+                    param=param,
+                )
+            return list(prompt.token_ids)
+        return tok.encode(prompt.text or "")
+
+    def _budget(self, prompt_len: int, param: str) -> int:
+        window = self.request.context_window
+        wanted = self.request.sampling.max_tokens
+        if wanted is None:  # fill what the context window has left
+            if prompt_len >= window:
+                raise ContextLengthExceeded(window, prompt_len, 1, param)
+            return window - prompt_len
+        if prompt_len + wanted > window:
+            raise ContextLengthExceeded(window, prompt_len, wanted, param)
+        return wanted
+
+    def _echo(self, index: int, ids: list[int], logits: Tensor | None) -> TextDelta:
+        """The prompt as completions' ``echo`` returns it, scored when logprobs are asked."""
+        tok = self.runtime.tokenizer
+        assembler = TextAssembler(())
+        scores = self._sampling.log_probs(logits) if logits is not None else None
+        tokens: list[Token] = []
+        for position, token_id in enumerate(ids):
+            # Nothing precedes the first prompt token, so it has no logprob (OpenAI: null).
+            previous = scores[position - 1] if scores is not None and position > 0 else None
+            make = self._token_maker(token_id, previous)
+            tokens.extend(assembler.push(tok.token_bytes(token_id), make))
+        tokens.extend(assembler.flush())
+        text = "".join(t.text for t in tokens)
+        return TextDelta(index, text, tuple(tokens) if scores is not None else (), echo=True)
+
+    def _finish_all_at_zero(self) -> list[Event]:
+        self.done = True
+        events: list[Event] = [Finished(c.index, "length") for c in self.choices]
+        events.append(Usage(self.prompt_tokens, 0))
+        return events
+
+    # ---- one step -------------------------------------------------------------------------
+
+    def _token_maker(self, token_id: int, scores: Tensor | None) -> Callable[[str], Token]:
+        tok = self.runtime.tokenizer
+        logprobs = self.request.sampling.logprobs
+        if scores is None:
+            return lambda text: Token(tok.token_name(token_id), tok.token_bytes(token_id), text, None)
+        own = float(scores[token_id])
+        top = tuple(
+            Candidate(tok.token_name(i), tok.token_bytes(i), lp)
+            for i, lp in self._sampling.top_candidates(scores, logprobs or 0)
+        )
+        return lambda text: Token(tok.token_name(token_id), tok.token_bytes(token_id), text, own, top)
+
+    def advance(self) -> list[Event]:
+        """Sample one token for every live choice; returns the events that produced."""
+        params = self.request.sampling
+        events: list[Event] = []
+        for choice in self.choices:
+            if choice.done:
+                continue
+            token_id = self._sampling.pick(choice.logits, params.temperature, params.top_k, params.top_p, choice.rng)
+            reason: FinishReason | None = None
+            if token_id in self.stop_ids:
+                released = choice.assembler.flush()
+                reason = "stop"
+            else:
+                choice.sampled += 1
+                scores = self._sampling.log_probs(choice.logits) if params.logprobs is not None else None
+                make = self._token_maker(token_id, scores)
+                released = choice.assembler.push(self.runtime.tokenizer.token_bytes(token_id), make)
+                if choice.assembler.stopped:
+                    reason = "stop"
+                elif choice.sampled >= choice.budget:
+                    released += choice.assembler.flush()
+                    reason = "length"
+                else:
+                    choice.logits, choice.cache = self.runtime.model.step(token_id, choice.cache)
+            if released:
+                text = "".join(t.text for t in released)
+                events.append(TextDelta(choice.index, text, tuple(released) if params.logprobs is not None else ()))
+            if reason is not None:
+                choice.done = True
+                events.append(Finished(choice.index, reason))
+        if all(c.done for c in self.choices):
+            self.done = True
+            events.append(Usage(self.prompt_tokens, sum(c.sampled for c in self.choices)))
+        return events
+
+
+def from_settings(settings: Settings) -> ReferenceBackend:
+    """The registry's factory (see :mod:`mockserver.backends`)."""
+    longest = max([settings.context_window, *settings.model_windows().values()])
+    return ReferenceBackend(threads=settings.model_threads, max_positions=longest)

@@ -1,0 +1,69 @@
+"""All configuration, in one pydantic ``Settings`` (environment prefix ``MOCKSERVER_``).
+
+Configuration flows one way: ``Settings`` → ``create_app(settings)`` → constructor
+arguments. Nothing below this module reads the environment, and the CLI derives its flags
+from these fields (see :mod:`mockserver.cli`), so each option is written once, here.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEFAULT_MODELS", "Settings"]
+
+# Ids from OpenAI and from the providers we stand in for (../shared/providers/); every one is
+# answered by the reference model.
+DEFAULT_MODELS = (
+    "gpt-4o-mini",
+    "gpt-4o",
+    "gpt-4.1-mini",
+    "gpt-3.5-turbo",
+    "gpt-3.5-turbo-instruct",
+    "openai/gpt-3.5-turbo-instruct",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "meta-llama/Llama-3.3-70B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "mockserver-reference",
+)
+
+
+class Settings(BaseSettings):
+    """Server settings. Every field is also a ``mockserver serve`` flag and an env var."""
+
+    model_config = SettingsConfigDict(env_prefix="MOCKSERVER_", frozen=True, extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Interface to listen on.")
+    port: int = Field(4010, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
+    models: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_MODELS),
+        description="Model ids to list and serve; 'id@N' declares a context window of N tokens.",
+    )
+    context_window: int = Field(8192, ge=16, description="Context window of models that declare none.")
+    reject_unknown_models: bool = Field(False, description="Answer 404 model_not_found for unlisted models.")
+    api_keys: list[str] = Field(
+        default_factory=list, description="Accepted bearer tokens; empty accepts any (or none)."
+    )
+    seed: int = Field(0, description="Global seed mixed into every request that sends no seed.")
+    backend: str = Field("reference", description="Backend answering generations.")
+    model_threads: int = Field(2, ge=1, le=64, description="Threads running model compute.")
+    frozen_time: float | None = Field(
+        None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
+    )
+    log_level: str = Field("warning", description="uvicorn log level.")
+
+    @field_validator("models", "api_keys", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        # Env vars and flags give "a,b"; pydantic-settings would otherwise want JSON.
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def model_windows(self) -> dict[str, int]:
+        """Listed model id → its context window."""
+        windows: dict[str, int] = {}
+        for entry in self.models:
+            name, _, size = entry.rpartition("@") if "@" in entry else (entry, "", "")
+            windows[name] = int(size) if size.isdigit() else self.context_window
+        return windows

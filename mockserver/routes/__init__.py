@@ -1,0 +1,19 @@
+"""The route table: one line per endpoint, each a thin adapter over the spine."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute, Route
+
+from mockserver.routes import chat, completions, health, models
+
+__all__ = ["routes"]
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/health", health.health, methods=["GET"]),
+        Route("/v1/models", models.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
+        Route("/v1/completions", completions.create, methods=["POST"]),
+        Route("/v1/chat/completions", chat.create, methods=["POST"]),
+    ]

@@ -1,0 +1,33 @@
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the configured model list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from mockserver.context import ServerContext, model_not_found
+from mockserver.streaming import dumps
+
+# A fixed date, so listings are byte-stable (2024-01-01T00:00:00Z).
+MODEL_CREATED = 1704067200
+
+
+def describe(model: str) -> dict[str, Any]:
+    owner, _, _ = model.partition("/") if "/" in model else ("openai" if model.startswith("gpt") else "mockserver", "", "")
+    return {"id": model, "object": "model", "created": MODEL_CREATED, "owned_by": owner}
+
+
+async def list_models(request: Request) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    body = {"object": "list", "data": [describe(m) for m in ctx.windows]}
+    return Response(dumps(body), media_type="application/json")
+
+
+async def retrieve_model(request: Request) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    model = request.path_params["model"]
+    if model not in ctx.windows:
+        raise model_not_found(model)
+    return Response(dumps(describe(model)), media_type="application/json")

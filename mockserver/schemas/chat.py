@@ -1,0 +1,57 @@
+"""``POST /v1/chat/completions`` request body."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from mockserver.schemas.common import StopMixin, StreamOptions, WireModel
+
+__all__ = ["ChatMessageIn", "ChatRequest", "TextPart"]
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class TextPart(WireModel):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessageIn(WireModel):
+    role: Role
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ChatRequest(StopMixin):
+    model: str
+    messages: list[ChatMessageIn]
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=-1)
+    n: int | None = Field(None, ge=1, le=128)
+    seed: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0)  # the upper bound is the profile's
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _not_empty(cls, value: list[ChatMessageIn]) -> list[ChatMessageIn]:
+        if not value:
+            raise ValueError("messages must contain at least one message")
+        return value

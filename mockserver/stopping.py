@@ -1,0 +1,100 @@
+"""From sampled token bytes to released text: UTF-8 boundaries and stop strings.
+
+Two rules, both about what a *stream* may send before it knows more:
+
+* A token can end in the middle of a multi-byte character. An incremental UTF-8 decoder
+  holds those bytes back, so no delta ever carries half a character.
+* Stop strings match on characters, not tokens: ``"\\n\\n"`` stops generation whether it
+  arrives as one token or two. Text that could still be the start of a stop string is held
+  back until the next token settles it; when a stop matches, the earliest match wins and the
+  text is cut before it (the stop text itself is never returned).
+
+Text is released in whole tokens (each carrying its own logprobs); only the token in which a
+stop match begins is cut short. Non-streaming answers fold the very same releases, so both
+kinds of answer return identical text.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+from dataclasses import replace
+
+from mockserver.generation import Token
+
+__all__ = ["TextAssembler"]
+
+
+class TextAssembler:
+    """Feed tokens in with :meth:`push`; get back the tokens that may be sent now."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stops = tuple(s for s in stops if s)
+        self._pending: list[Token] = []
+        self._pending_text = ""
+        self.stopped = False
+
+    def push(self, raw: bytes, make: Callable[[str], Token]) -> list[Token]:
+        """Add a token's bytes; ``make(text)`` builds the Token once its text is known.
+
+        Returns the tokens released by this push (possibly none). After a stop string
+        matched, :attr:`stopped` is true and the returned tokens end just before it.
+        """
+        text = self._decoder.decode(raw)
+        self._pending.append(make(text))
+        self._pending_text += text
+        if not self._stops:
+            return self._release_all()
+        cut = self._earliest_match()
+        if cut is not None:
+            self.stopped = True
+            return self._release_until(cut)
+        return self._release_until(len(self._pending_text) - self._held_back(), whole_only=True)
+
+    def flush(self) -> list[Token]:
+        """Release everything held (generation ended without a stop string)."""
+        tail = self._decoder.decode(b"", final=True)  # a dangling partial character → U+FFFD
+        if tail and self._pending:
+            last = self._pending[-1]
+            self._pending[-1] = replace(last, text=last.text + tail)
+        return self._release_all()
+
+    def _earliest_match(self) -> int | None:
+        found = [i for i in (self._pending_text.find(s) for s in self._stops) if i >= 0]
+        return min(found) if found else None
+
+    def _held_back(self) -> int:
+        """Length of the longest suffix of the pending text that begins some stop string."""
+        text = self._pending_text
+        longest = 0
+        for stop in self._stops:
+            for size in range(min(len(stop) - 1, len(text)), longest, -1):
+                if text.endswith(stop[:size]):
+                    longest = size
+                    break
+        return longest
+
+    def _release_all(self) -> list[Token]:
+        released, self._pending, self._pending_text = self._pending, [], ""
+        return released
+
+    def _release_until(self, end: int, whole_only: bool = False) -> list[Token]:
+        """Release the text before character ``end``: whole tokens, and with a stop the
+        token that straddles ``end`` cut short (tokens wholly after it are dropped)."""
+        released: list[Token] = []
+        position = 0
+        for token in self._pending:
+            token_end = position + len(token.text)
+            if whole_only and token_end > end:
+                break
+            if not whole_only and position >= end:
+                break  # wholly after the stop (an empty partial-character token included)
+            released.append(token if token_end <= end else replace(token, text=token.text[: end - position]))
+            position = token_end
+        if whole_only:
+            self._pending = self._pending[len(released) :]
+            self._pending_text = self._pending_text[position:]
+        else:
+            self._pending, self._pending_text = [], ""
+        return released

@@ -1,0 +1,58 @@
+"""Server-sent events: framing, the terminator, and errors once bytes have been sent.
+
+A stream is ``data: {json}\\n\\n`` frames then ``data: [DONE]\\n\\n``. Once the first frame
+is out the status line is gone, so a failure mid-stream is reported in-band with the same
+envelope as an HTTP error (``data: {"error": {...}}``) and the stream ends without
+``[DONE]`` — which is how OpenAI's SDK recognises it and raises ``APIError``.
+
+Client disconnects need nothing here: Starlette stops iterating the body, the generator is
+closed, and the backend's next step is never requested.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from starlette.responses import StreamingResponse
+
+from mockserver.errors import APIError, envelope
+
+__all__ = ["DONE", "dumps", "frame", "sse_response"]
+
+log = logging.getLogger("mockserver")
+
+DONE = b"data: [DONE]\n\n"
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, UTF-8 kept as is (stable bytes for the same object)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def frame(obj: Any) -> bytes:
+    return b"data: " + dumps(obj) + b"\n\n"
+
+
+async def _guarded(frames: AsyncIterator[Iterable[Any]]) -> AsyncIterator[bytes]:
+    try:
+        async for objects in frames:
+            chunk = b"".join(frame(o) for o in objects)
+            if chunk:
+                yield chunk
+        yield DONE
+    except APIError as exc:
+        yield frame(exc.body())
+    except Exception:  # never a stack trace on the wire; the log keeps it
+        log.exception("stream failed after the first byte")
+        yield frame(envelope("The server had an error while processing your request.", "server_error"))
+
+
+def sse_response(frames: AsyncIterator[Iterable[Any]], headers: dict[str, str] | None = None) -> StreamingResponse:
+    """Stream JSON objects as SSE; ``frames`` yields a batch of objects per event."""
+    return StreamingResponse(
+        _guarded(frames), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
+    )
