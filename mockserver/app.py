@@ -87,7 +87,9 @@ class BearerAuth:
         return None
 
 
-def create_app(settings: Settings | None = None, *, clock: Clock | None = None, backend: Backend | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None, *, clock: Clock | None = None, backend: Backend | None = None
+) -> Starlette:
     """Build the app. ``clock`` and ``backend`` are injectable for tests."""
     settings = settings or Settings()
     if clock is None:

@@ -95,5 +95,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         serve(settings)
     return 0
-
-

@@ -30,7 +30,7 @@ class Engine:
         try:
             first = await anext(stream)
         except BaseException:
-            await stream.aclose()
+            await _aclose(stream)
             raise
         return _prepend(first, stream)
 
@@ -42,7 +42,7 @@ class Engine:
             async for event in stream:
                 result.apply(event)
         finally:
-            await stream.aclose()
+            await _aclose(stream)
         return result
 
 
@@ -52,6 +52,11 @@ async def _prepend(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Ev
         async for event in rest:
             yield event
     finally:
-        aclose = getattr(rest, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await _aclose(rest)
+
+
+async def _aclose(stream: AsyncIterator[Event]) -> None:
+    """Close an async generator now (its ``finally`` blocks run), not at garbage collection."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

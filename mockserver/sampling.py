@@ -57,4 +57,4 @@ def top_candidates(logprobs: Tensor, k: int) -> list[tuple[int, float]]:
     if k <= 0:
         return []
     values, ids = logprobs.topk(min(k, logprobs.numel()))
-    return list(zip(ids.tolist(), values.tolist()))
+    return list(zip(ids.tolist(), values.tolist(), strict=True))

@@ -44,13 +44,14 @@ class TextAssembler:
         text = self._decoder.decode(raw)
         self._pending.append(make(text))
         self._pending_text += text
-        if not self._stops:
-            return self._release_all()
-        cut = self._earliest_match()
+        cut = self._earliest_match() if self._stops else None
         if cut is not None:
             self.stopped = True
-            return self._release_until(cut)
-        return self._release_until(len(self._pending_text) - self._held_back(), whole_only=True)
+            return self._release_cut(cut)
+        # A token that ends inside a character stays pending, so that if generation ends
+        # right here the replacement character still has a token to travel with.
+        in_character = bool(self._decoder.getstate()[0])
+        return self._release_whole(len(self._pending_text) - self._held_back(), keep_last=in_character)
 
     def flush(self) -> list[Token]:
         """Release everything held (generation ended without a stop string)."""
@@ -58,7 +59,8 @@ class TextAssembler:
         if tail and self._pending:
             last = self._pending[-1]
             self._pending[-1] = replace(last, text=last.text + tail)
-        return self._release_all()
+        released, self._pending, self._pending_text = self._pending, [], ""
+        return released
 
     def _earliest_match(self) -> int | None:
         found = [i for i in (self._pending_text.find(s) for s in self._stops) if i >= 0]
@@ -75,26 +77,30 @@ class TextAssembler:
                     break
         return longest
 
-    def _release_all(self) -> list[Token]:
-        released, self._pending, self._pending_text = self._pending, [], ""
+    def _release_whole(self, end: int, keep_last: bool) -> list[Token]:
+        """Release the whole tokens that end by character ``end``."""
+        count = position = 0
+        limit = len(self._pending) - 1 if keep_last else len(self._pending)
+        for token in self._pending[:limit]:
+            if position + len(token.text) > end:
+                break
+            position += len(token.text)
+            count += 1
+        released = self._pending[:count]
+        self._pending = self._pending[count:]
+        self._pending_text = self._pending_text[position:]
         return released
 
-    def _release_until(self, end: int, whole_only: bool = False) -> list[Token]:
-        """Release the text before character ``end``: whole tokens, and with a stop the
-        token that straddles ``end`` cut short (tokens wholly after it are dropped)."""
+    def _release_cut(self, end: int) -> list[Token]:
+        """A stop matched at ``end``: release the text before it, the straddling token cut
+        short; tokens wholly after it (an empty partial-character one included) are dropped."""
         released: list[Token] = []
         position = 0
         for token in self._pending:
-            token_end = position + len(token.text)
-            if whole_only and token_end > end:
+            if position >= end:
                 break
-            if not whole_only and position >= end:
-                break  # wholly after the stop (an empty partial-character token included)
+            token_end = position + len(token.text)
             released.append(token if token_end <= end else replace(token, text=token.text[: end - position]))
             position = token_end
-        if whole_only:
-            self._pending = self._pending[len(released) :]
-            self._pending_text = self._pending_text[position:]
-        else:
-            self._pending, self._pending_text = [], ""
+        self._pending, self._pending_text = [], ""
         return released

@@ -114,7 +114,9 @@ def test_stop_string_is_cut_and_excluded(client: openai.OpenAI) -> None:
     text = base.choices[0].message.content or ""
     assert len(text) > 4
     stop = text[2:4]
-    cut = client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, max_tokens=30, temperature=0, stop=[stop])
+    cut = client.chat.completions.create(
+        model="gpt-4o-mini", messages=MESSAGES, max_tokens=30, temperature=0, stop=[stop]
+    )
     assert cut.choices[0].message.content == text[: text.find(stop)]
     assert cut.choices[0].finish_reason == "stop"
     streamed = client.chat.completions.create(

@@ -52,7 +52,7 @@ def test_logprobs_shape_and_offsets(client: openai.OpenAI) -> None:
         assert "".join(lp.tokens) == done.choices[0].text
         assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
     assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0
-    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs, strict=True):
         assert 3 <= len(top) <= 4  # the requested alternatives, plus the sampled token if absent
         assert top[token] == logprob
 

@@ -49,6 +49,8 @@ __all__ = ["ReferenceBackend", "Runtime", "from_settings"]
 
 _T = TypeVar("_T")
 
+ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
 
 class Runtime:
     """The loaded model and tokenizer (import of torch happens here, and only here)."""
@@ -73,6 +75,14 @@ class ReferenceBackend:
     """Backend over :class:`Runtime`; ``threads`` is the size of the model pool."""
 
     def __init__(self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192) -> None:
+        from mockserver.reference.tokenizer import ASSETS
+
+        missing = [n for n in ASSET_FILES if not ((assets or ASSETS) / n).is_file()]
+        if missing:  # fail at start-up, not with a 500 on every request
+            raise FileNotFoundError(
+                f"reference model files missing in {assets or ASSETS}: {', '.join(missing)} "
+                "(they ship with the package; rebuild them with `python -m mockserver.reference.train`)"
+            )
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
         self._assets = assets
         self._max_positions = max_positions

@@ -56,7 +56,7 @@ class KVCache:
     several choices can continue from one prefilled prompt.
     """
 
-    __slots__ = ("keys", "values", "position")
+    __slots__ = ("keys", "position", "values")
 
     def __init__(self, keys: list[Tensor], values: list[Tensor], position: int) -> None:
         self.keys = keys  # n_layer × [1, H, t, D], t ≤ window - 1
@@ -207,7 +207,7 @@ class GPT(nn.Module):
         keep = self.cfg.window - 1
         new_keys: list[Tensor] = []
         new_vals: list[Tensor] = []
-        for block, pk, pv in zip(self.blocks, cache.keys, cache.values):
+        for block, pk, pv in zip(self.blocks, cache.keys, cache.values, strict=True):
             assert isinstance(block, Block)
             x, k, v = block.extend(x, rot, mask, pk, pv)
             new_keys.append(k[:, :, -keep:] if k.size(2) > keep else k)

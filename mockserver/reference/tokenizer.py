@@ -67,9 +67,9 @@ class Tokenizer:
         self._hf = hf
         self.vocab_size: int = hf.get_vocab_size(with_added_tokens=True)
         ids = [hf.token_to_id(t) for t in SPECIAL_TOKENS]
-        if any(i is None for i in ids):
+        if None in ids:
             raise ValueError(f"tokenizer lacks one of the special tokens {SPECIAL_TOKENS}")
-        self.eos_id, self.im_start_id, self.im_end_id = (int(i) for i in ids)
+        self.eos_id, self.im_start_id, self.im_end_id = (int(i or 0) for i in ids)
         self.special_ids = frozenset((self.eos_id, self.im_start_id, self.im_end_id))
         inverse = {ch: b for b, ch in byte_alphabet().items()}
         vocab = hf.get_vocab(with_added_tokens=True)
@@ -78,7 +78,7 @@ class Tokenizer:
             if index not in self.special_ids:
                 table[index] = bytes(inverse[ch] for ch in token)
         names = [display(b) for b in table]
-        for name, index in zip(SPECIAL_TOKENS, (self.eos_id, self.im_start_id, self.im_end_id)):
+        for name, index in zip(SPECIAL_TOKENS, (self.eos_id, self.im_start_id, self.im_end_id), strict=True):
             names[index] = name  # specials have no bytes, but they do have a name
         self._bytes = tuple(table)
         self._names = tuple(names)

@@ -87,7 +87,7 @@ class ChatCodec:
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]:
         wants_logprobs = call.gen.sampling.logprobs is not None
-        choices = [
+        choices: list[dict[str, Any]] = [
             {
                 "index": c.index,
                 "message": {"role": "assistant", "content": c.text, "refusal": None, "annotations": []},
@@ -98,7 +98,9 @@ class ChatCodec:
         ]
         return {**call.envelope(OBJECT), "choices": choices, "usage": usage_body(result.usage)}
 
-    def _chunk(self, call: Call, index: int, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None) -> dict[str, Any]:
+    def _chunk(
+        self, call: Call, index: int, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None
+    ) -> dict[str, Any]:
         choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         chunk = {**call.envelope(CHUNK_OBJECT), "choices": [choice]}
         if call.include_usage:

@@ -48,8 +48,11 @@ class Call:
 
 
 class Codec(Protocol):
-    schema: type[WireModel]
-    id_prefix: str
+    @property
+    def schema(self) -> type[WireModel]: ...
+
+    @property
+    def id_prefix(self) -> str: ...
 
     def to_generation(self, body: Any, ctx: ServerContext, canonical: bytes, seed: int) -> GenerationRequest: ...
 
@@ -101,7 +104,9 @@ async def handle(request: Request, codec: Codec) -> Response:
     stream = bool(getattr(body, "stream", False))
     options: StreamOptions | None = getattr(body, "stream_options", None)
     if options is not None and not stream:
-        raise InvalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options")
+        raise InvalidRequest(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
+        )
     canonical = seeding.canonical(data)
     given: int | None = getattr(body, "seed", None)
     seed = given if given is not None else seeding.derive_seed(canonical, ctx.settings.seed)

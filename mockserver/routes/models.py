@@ -15,7 +15,9 @@ MODEL_CREATED = 1704067200
 
 
 def describe(model: str) -> dict[str, Any]:
-    owner, _, _ = model.partition("/") if "/" in model else ("openai" if model.startswith("gpt") else "mockserver", "", "")
+    owner, _, _ = (
+        model.partition("/") if "/" in model else ("openai" if model.startswith("gpt") else "mockserver", "", "")
+    )
     return {"id": model, "object": "model", "created": MODEL_CREATED, "owned_by": owner}
 
 

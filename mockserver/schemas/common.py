@@ -57,7 +57,7 @@ def _param(loc: tuple[int | str, ...]) -> str | None:
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:
     """The first validation error as OpenAI's 400, naming the parameter."""
-    error: dict[str, Any] = exc.errors(include_url=False)[0]
+    error = exc.errors(include_url=False)[0]
     param = _param(tuple(error["loc"]))
     if error["type"] == "missing":
         return InvalidRequest(f"Missing required parameter: '{param}'.", param=param)

@@ -1,0 +1,56 @@
+"""Sampling as pure functions of logits and an explicit generator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from mockserver.sampling import log_probs, pick, top_candidates
+
+LOGITS = torch.tensor([1.0, 3.0, 2.0, 0.5, 2.9])
+
+
+def _draws(n: int, **kw: float) -> list[int]:
+    rng = random.Random(1234)
+    return [
+        pick(LOGITS, kw.get("temperature", 1.0), int(kw.get("top_k", 0)), kw.get("top_p", 1.0), rng) for _ in range(n)
+    ]
+
+
+def test_temperature_zero_is_argmax_and_draws_nothing() -> None:
+    rng = random.Random(0)
+    state = rng.getstate()
+    assert pick(LOGITS, 0.0, 0, 1.0, rng) == 1
+    assert rng.getstate() == state
+
+
+@pytest.mark.parametrize(
+    ("kw", "allowed"), [({"top_k": 1}, {1}), ({"top_k": 2}, {1, 4}), ({"top_p": 0.0}, {1}), ({"top_p": 0.5}, {1, 4})]
+)
+def test_filters_restrict_the_support(kw: dict[str, float], allowed: set[int]) -> None:
+    assert set(_draws(300, **kw)) == allowed
+
+
+def test_frequencies_follow_the_softmax() -> None:
+    draws = _draws(20000)
+    expected = LOGITS.softmax(-1)
+    for token in range(5):
+        assert abs(draws.count(token) / 20000 - float(expected[token])) < 0.015
+
+
+def test_low_temperature_sharpens() -> None:
+    assert _draws(2000, temperature=0.2).count(1) > _draws(2000, temperature=1.5).count(1)
+
+
+def test_same_generator_seed_same_draws() -> None:
+    assert _draws(50) == _draws(50)
+
+
+def test_logprobs_are_raw_and_top_is_sorted() -> None:
+    lp = log_probs(LOGITS)
+    assert torch.allclose(lp.exp().sum(), torch.tensor(1.0))
+    top = top_candidates(lp, 3)
+    assert [i for i, _ in top] == [1, 4, 2]
+    assert top_candidates(lp, 0) == []
