@@ -2,8 +2,9 @@
 
 Temperature, top-k and top-p are applied in that order (the order vLLM and HF use) to the
 raw logits of one position. Sampling is an inverse-CDF lookup with a uniform number drawn
-from the choice's own ``random.Random`` — never a global RNG, and cheaper here than
-``torch.multinomial`` (which costs ~140 µs per call on these CPUs).
+from the choice's own ``random.Random`` — never a global RNG, and far cheaper here than
+``torch.multinomial`` (~140 µs per call on these CPUs): the cumulative sum is read through a
+zero-copy NumPy view and searched with one ``searchsorted``.
 
 Logprobs are *not* taken from the processed distribution: they are ``log_softmax`` of the raw
 logits (before temperature, top-k and top-p), the model's own belief, as OpenAI reports them.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import random
 
-import torch
+import numpy as np
 from torch import Tensor
 
 __all__ = ["log_probs", "pick", "top_candidates"]
@@ -25,7 +26,7 @@ def pick(logits: Tensor, temperature: float, top_k: int, top_p: float, rng: rand
     """The next token id from logits [V]. ``temperature == 0`` is greedy and draws nothing."""
     if temperature == 0.0:
         return int(logits.argmax())
-    scaled = logits / temperature
+    scaled = logits / temperature if temperature != 1.0 else logits
     if top_k > 0 or top_p < 1.0:
         # One stable sort serves both filters; ties keep id order, so results are reproducible.
         values, order = scaled.sort(descending=True, stable=True)
@@ -42,9 +43,9 @@ def pick(logits: Tensor, temperature: float, top_k: int, top_p: float, rng: rand
 
 def _draw(probs: Tensor, rng: random.Random) -> int:
     """Inverse CDF: the first index whose cumulative mass exceeds a uniform draw."""
-    cdf = probs.cumsum(-1)
-    u = torch.tensor([rng.random() * float(cdf[-1])], dtype=cdf.dtype)
-    return min(int(torch.searchsorted(cdf, u, right=True)), probs.numel() - 1)
+    cdf = probs.cumsum(-1).numpy()
+    index = int(np.searchsorted(cdf, rng.random() * float(cdf[-1]), side="right"))
+    return min(index, cdf.size - 1)
 
 
 def log_probs(logits: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -146,29 +146,29 @@ class _Job:
         encoded = [self._encode(p, param) for p in request.prompts]
         budgets = [self._budget(len(ids), param) for ids in encoded]  # all checked before any compute
         self.prompt_tokens = sum(len(ids) for ids in encoded)
+        score = params.echo and params.logprobs is not None
         for p, ids in enumerate(encoded):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
-            context = ids or [tok.eos_id]
-            score = params.echo and params.logprobs is not None
-            logits, cache = runtime.model.prefill(context, all_logits=score)
+            logits, cache = runtime.model.prefill(ids or [tok.eos_id], all_logits=score)
+            echo = self._echo(ids, logits if score else None) if params.echo else None
             for j in range(request.n):
                 index = p * request.n + j
                 self.opening.append(Started(index))
-                if params.echo:
-                    self.opening.append(self._echo(index, ids, logits if score else None))
-                self.choices.append(
-                    _Choice(
-                        index=index,
-                        rng=random.Random(choice_seed(request.seed, index)),
-                        assembler=TextAssembler(params.stop),
-                        logits=logits[-1],
-                        cache=cache.fork(),
-                        budget=budgets[p],
-                    )
+                if echo is not None:
+                    self.opening.append(replace(echo, index=index))
+                choice = _Choice(
+                    index=index,
+                    rng=random.Random(choice_seed(request.seed, index)),
+                    assembler=TextAssembler(params.stop),
+                    logits=logits[-1],
+                    cache=cache.fork(),
+                    budget=budgets[p],
                 )
+                self.choices.append(choice)
+                if choice.budget == 0:  # max_tokens 0: the prompt (scored, with echo) and nothing else
+                    self.opening.extend(self._finish(choice, "length"))
         self.done = False
-        if all(c.budget == 0 for c in self.choices):
-            self.opening.extend(self._finish_all_at_zero())
+        self.opening.extend(self._usage_if_done())
 
     # ---- preparation ----------------------------------------------------------------------
 
@@ -197,7 +197,7 @@ class _Job:
             raise ContextLengthExceeded(window, prompt_len, wanted, param)
         return wanted
 
-    def _echo(self, index: int, ids: list[int], logits: Tensor | None) -> TextDelta:
+    def _echo(self, ids: list[int], logits: Tensor | None) -> TextDelta:
         """The prompt as completions' ``echo`` returns it, scored when logprobs are asked."""
         tok = self.runtime.tokenizer
         assembler = TextAssembler(())
@@ -210,13 +210,18 @@ class _Job:
             tokens.extend(assembler.push(tok.token_bytes(token_id), make))
         tokens.extend(assembler.flush())
         text = "".join(t.text for t in tokens)
-        return TextDelta(index, text, tuple(tokens) if scores is not None else (), echo=True)
+        return TextDelta(0, text, tuple(tokens) if scores is not None else (), echo=True)
 
-    def _finish_all_at_zero(self) -> list[Event]:
+    def _finish(self, choice: _Choice, reason: FinishReason) -> list[Event]:
+        choice.done = True
+        return [Finished(choice.index, reason)]
+
+    def _usage_if_done(self) -> list[Event]:
+        """The closing Usage event, once every choice has finished."""
+        if self.done or not all(c.done for c in self.choices):
+            return []
         self.done = True
-        events: list[Event] = [Finished(c.index, "length") for c in self.choices]
-        events.append(Usage(self.prompt_tokens, 0))
-        return events
+        return [Usage(self.prompt_tokens, sum(c.sampled for c in self.choices))]
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -260,11 +265,8 @@ class _Job:
                 text = "".join(t.text for t in released)
                 events.append(TextDelta(choice.index, text, tuple(released) if params.logprobs is not None else ()))
             if reason is not None:
-                choice.done = True
-                events.append(Finished(choice.index, reason))
-        if all(c.done for c in self.choices):
-            self.done = True
-            events.append(Usage(self.prompt_tokens, sum(c.sampled for c in self.choices)))
+                events.extend(self._finish(choice, reason))
+        events.extend(self._usage_if_done())
         return events
 
 

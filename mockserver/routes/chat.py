@@ -102,10 +102,7 @@ class ChatCodec:
         self, call: Call, index: int, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None
     ) -> dict[str, Any]:
         choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
-        chunk = {**call.envelope(CHUNK_OBJECT), "choices": [choice]}
-        if call.include_usage:
-            chunk["usage"] = None
-        return chunk
+        return call.chunk(CHUNK_OBJECT, [choice])
 
     def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
         if isinstance(event, Started):
@@ -118,9 +115,7 @@ class ChatCodec:
         return []
 
     def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]:
-        if not call.include_usage:
-            return []
-        return [{**call.envelope(CHUNK_OBJECT), "choices": [], "usage": usage_body(result.usage)}]
+        return call.usage_chunks(CHUNK_OBJECT, result)
 
 
 CODEC = ChatCodec()

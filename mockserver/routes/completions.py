@@ -113,28 +113,20 @@ class CompletionsCodec:
         ]
         return {**call.envelope(OBJECT), "choices": choices, "usage": usage_body(result.usage)}
 
-    def _chunk(self, call: Call, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        chunk = {**call.envelope(OBJECT), "choices": choices}
-        if call.include_usage:
-            chunk["usage"] = None
-        return chunk
-
     def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
         if isinstance(event, TextDelta):
             logprobs = None
             if call.gen.sampling.logprobs is not None:
                 logprobs = _logprobs(event.tokens, result.choices[event.index].length - len(event.text))
             choice = {"text": event.text, "index": event.index, "logprobs": logprobs, "finish_reason": None}
-            return [self._chunk(call, [choice])]
+            return [call.chunk(OBJECT, [choice])]
         if isinstance(event, Finished):
             choice = {"text": "", "index": event.index, "logprobs": None, "finish_reason": event.reason}
-            return [self._chunk(call, [choice])]
+            return [call.chunk(OBJECT, [choice])]
         return []
 
     def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]:
-        if not call.include_usage:
-            return []
-        return [{**call.envelope(OBJECT), "choices": [], "usage": usage_body(result.usage)}]
+        return call.usage_chunks(OBJECT, result)
 
 
 CODEC = CompletionsCodec()

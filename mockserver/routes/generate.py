@@ -46,6 +46,19 @@ class Call:
             head["system_fingerprint"] = self.system_fingerprint
         return head
 
+    def chunk(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        """A stream chunk; with ``include_usage`` every chunk says ``"usage": null``."""
+        chunk = {**self.envelope(obj), "choices": choices}
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def usage_chunks(self, obj: str, result: Result) -> list[dict[str, Any]]:
+        """The closing usage chunk (``choices: []``), if the client asked for one."""
+        if not self.include_usage:
+            return []
+        return [{**self.envelope(obj), "choices": [], "usage": usage_body(result.usage)}]
+
 
 class Codec(Protocol):
     @property
