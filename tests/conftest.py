@@ -1,0 +1,34 @@
+"""Shared fixtures: one live server per session (real socket), official SDK clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import openai
+import pytest
+import pytest_asyncio
+
+from mockserver.app import create_app
+from mockserver.config import Settings
+from tests.live import Live, serve_in_thread
+
+FROZEN = 1_700_000_000.0
+
+
+@pytest.fixture(scope="session")
+def live() -> Iterator[Live]:
+    app = create_app(Settings(frozen_time=FROZEN))
+    with serve_in_thread(app) as server:
+        yield server
+
+
+@pytest.fixture
+def client(live: Live) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=live.base_url, api_key="sk-test", max_retries=0) as c:
+        yield c
+
+
+@pytest_asyncio.fixture
+async def async_client(live: Live) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(base_url=live.base_url, api_key="sk-test", max_retries=0) as c:
+        yield c
