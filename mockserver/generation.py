@@ -78,6 +78,7 @@ class GenerationRequest:
     seed: int  # the request's seed (given or derived); choice i uses (seed, i)
     context_window: int
     canonical: bytes = b""  # the canonical body (see mockserver.seeding), for ids and matching
+    stream: bool = False  # how the answer is delivered; never changes what is generated
 
     @property
     def choice_count(self) -> int:

@@ -54,3 +54,15 @@ def test_logprobs_are_raw_and_top_is_sorted() -> None:
     top = top_candidates(lp, 3)
     assert [i for i, _ in top] == [1, 4, 2]
     assert top_candidates(lp, 0) == []
+
+
+def test_top_p_works_on_the_renormalised_top_k() -> None:
+    # top-3 of LOGITS renormalised: ids 1, 4, 2 with 0.44, 0.40, 0.16; the 0.7 nucleus is {1, 4}.
+    assert set(_draws(400, top_k=3, top_p=0.7)) == {1, 4}
+
+
+def test_wide_nucleus_beyond_the_first_guess() -> None:
+    flat = torch.zeros(2048)
+    rng = random.Random(3)
+    seen = {pick(flat, 1.0, 0, 0.5, rng) for _ in range(4000)}
+    assert 64 < len(seen) <= 1024  # half of a flat vocabulary, far more than the guessed 64

@@ -1,10 +1,12 @@
 """The reference backend: answers every generation with the tiny torch model.
 
 Model compute never runs on the event loop. Each request becomes a :class:`_Job` whose
-prefill and then each decoding step (one token for every live choice) is one task on a small
-thread pool; the event loop only awaits them. Steps of concurrent requests interleave on the
-pool in arrival order, so 32 streams progress together, and a request whose client went away
-stops after the step in flight: its async generator is simply never resumed.
+prefill and then its decoding steps (one token for every live choice) run as tasks on a small
+thread pool; the event loop only awaits them. A streamed request hands over one step per task,
+so its tokens leave as they are made and a client that went away stops generation after the
+step in flight (its async generator is simply never resumed). A non-streamed request has no
+one to show tokens to, so each task runs steps for up to :data:`SLICE_SECONDS`, which saves
+the hand-offs while still letting concurrent requests interleave on the pool.
 
 Each request runs alone through the model (batch size 1, no cross-request batching), so its
 numbers cannot depend on what else is running. Torch runs one intra-op thread per pool
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -50,6 +53,7 @@ __all__ = ["ReferenceBackend", "Runtime", "from_settings"]
 _T = TypeVar("_T")
 
 ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+SLICE_SECONDS = 0.004  # longest pool task of a non-streamed request
 
 
 class Runtime:
@@ -108,9 +112,11 @@ class ReferenceBackend:
         job = await self._run(lambda: _Job(runtime, request))
         for event in job.opening:
             yield event
+        step = job.advance if request.stream else job.advance_slice
         while not job.done:
-            events = await self._run(job.advance)
-            self.steps += 1
+            before = job.steps
+            events = await self._run(step)
+            self.steps += job.steps - before
             for event in events:
                 yield event
 
@@ -168,6 +174,7 @@ class _Job:
                 if choice.budget == 0:  # max_tokens 0: the prompt (scored, with echo) and nothing else
                     self.opening.extend(self._finish(choice, "length"))
         self.done = False
+        self.steps = 0  # decoding steps taken
         self.opening.extend(self._usage_if_done())
 
     # ---- preparation ----------------------------------------------------------------------
@@ -237,8 +244,17 @@ class _Job:
         )
         return lambda text: Token(tok.token_name(token_id), tok.token_bytes(token_id), text, own, top)
 
+    def advance_slice(self) -> list[Event]:
+        """Steps until done or :data:`SLICE_SECONDS` have passed (non-streamed requests)."""
+        deadline = time.perf_counter() + SLICE_SECONDS
+        events = self.advance()
+        while not self.done and time.perf_counter() < deadline:
+            events.extend(self.advance())
+        return events
+
     def advance(self) -> list[Event]:
         """Sample one token for every live choice; returns the events that produced."""
+        self.steps += 1
         params = self.request.sampling
         events: list[Event] = []
         for choice in self.choices:

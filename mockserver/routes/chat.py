@@ -83,6 +83,7 @@ class ChatCodec:
             seed=seed,
             context_window=ctx.context_window(body.model),
             canonical=canonical,
+            stream=bool(body.stream),
         )
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]:

@@ -98,6 +98,7 @@ class CompletionsCodec:
             seed=seed,
             context_window=ctx.context_window(body.model),
             canonical=canonical,
+            stream=bool(body.stream),
         )
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]:
