@@ -15,6 +15,15 @@ from tests.live import Live, serve_in_thread
 FROZEN = 1_700_000_000.0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> None:
+    """Tests that load the model directly run it as the server does: one intra-op thread.
+    (With two, OpenMP's spinning threads slow tiny ops 100-fold on a busy 2-core machine.)"""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def live() -> Iterator[Live]:
     app = create_app(Settings(frozen_time=FROZEN))
