@@ -4,7 +4,7 @@ Model compute never runs on the event loop. Each request becomes a :class:`_Job`
 prefill and then its decoding steps (one token for every live choice) run as tasks on a small
 thread pool; the event loop only awaits them. A streamed request hands over one step per task,
 so its tokens leave as they are made and a client that went away stops generation after the
-step in flight (its async generator is simply never resumed). A non-streamed request has no
+step in flight (a queued step is cancelled; the async generator is never resumed). A non-streamed request has no
 one to show tokens to, so each task runs steps for up to :data:`SLICE_SECONDS`, which saves
 the hand-offs while still letting concurrent requests interleave on the pool.
 
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
 from mockserver.generation import (
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from mockserver.reference.tokenizer import Tokenizer
 
 __all__ = ["ReferenceBackend", "Runtime", "from_settings"]
-
-_T = TypeVar("_T")
 
 ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 SLICE_SECONDS = 0.004  # longest pool task of a non-streamed request
@@ -104,21 +102,27 @@ class ReferenceBackend:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _run(self, fn: Callable[[], _T]) -> _T:
-        return await asyncio.wrap_future(self._pool.submit(fn))
-
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         runtime = await asyncio.wrap_future(self.warm_up())
-        job = await self._run(lambda: _Job(runtime, request))
-        for event in job.opening:
-            yield event
+        job = await asyncio.wrap_future(self._pool.submit(_Job, runtime, request))
         step = job.advance if request.stream else job.advance_slice
-        while not job.done:
-            before = job.steps
-            events = await self._run(step)
-            self.steps += job.steps - before
-            for event in events:
+        # Pipelined: the next step is submitted before this one's events are handed on, so
+        # the model computes token i+1 while the event loop encodes and sends token i. One
+        # step at most is in flight per request, so its steps still run strictly in order.
+        pending = None if job.done else self._pool.submit(step)
+        try:
+            for event in job.opening:
                 yield event
+            while pending is not None:
+                before = job.steps
+                events = await asyncio.wrap_future(pending)
+                self.steps += job.steps - before
+                pending = None if job.done else self._pool.submit(step)
+                for event in events:
+                    yield event
+        finally:
+            if pending is not None:
+                pending.cancel()  # the client left: a queued step never runs
 
 
 @dataclass(slots=True)
