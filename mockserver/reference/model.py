@@ -1,6 +1,6 @@
 """The reference model: a tiny GPT, whole in one file.
 
-A decoder-only transformer with pre-RMSNorm blocks, rotary position embeddings and a
+A decoder-only transformer with pre-LayerNorm blocks (scale, no bias), rotary position embeddings and a
 *sliding attention window*: every token attends to itself and the ``window - 1`` tokens
 before it, never further. Rotary embeddings make attention depend only on the distance
 between two tokens, and the window bounds that distance, so a model trained on sequences of
@@ -338,6 +338,7 @@ def save_model(model: GPT, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(directory / "model.safetensors"))
+    (directory / "model.safetensors").chmod(0o644)  # safetensors writes 0600; the package ships it
     (directory / "config.json").write_text(json.dumps(asdict(model.cfg), indent=2) + "\n")
 
 

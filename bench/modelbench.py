@@ -1,0 +1,104 @@
+"""Model-only figures, run as its own process: ``python -m bench.modelbench [--assets DIR]``.
+
+Times the reference model without any HTTP: one decoding step, a 50-token prefill, the
+sampler, and a whole 16-token generation (prefill + 16 × (pick + step)), which is the floor
+under the served 16-token figure. One torch thread, as the server's model pool uses.
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.stats import summarize
+
+__all__ = ["measure"]
+
+
+def _time(fn: Callable[[], object], reps: int, budget: float) -> list[float]:
+    """Durations of up to ``reps`` calls, stopping early after ``budget`` seconds."""
+    for _ in range(min(20, reps)):  # warm-up: allocator, caches, lazy init
+        fn()
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget
+    while len(samples) < reps and time.perf_counter() < deadline:
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def measure(assets: Path, reps: int, budget: float) -> dict[str, Any]:
+    import torch
+
+    from mockserver import sampling
+    from mockserver.reference.model import load_model
+
+    torch.set_num_threads(1)  # as the server's model pool does
+    start = time.perf_counter()
+    model = load_model(assets)
+    load_s = time.perf_counter() - start
+    cfg = model.cfg
+    # Ordinary (non-special) token ids; their values do not change the cost.
+    prompt = [3 + (i * 37) % (cfg.vocab_size - 3) for i in range(50)]
+    logits, cache = model.prefill(prompt)
+    _, full = model.prefill([3 + (i * 53) % (cfg.vocab_size - 3) for i in range(cfg.window - 1)])
+    rng = random.Random(0)
+    row = logits[-1]
+
+    def generate_16() -> None:
+        scores, state = model.prefill(prompt)
+        vector = scores[-1]
+        for _ in range(16):
+            token = sampling.pick(vector, 1.0, 0, 1.0, rng)
+            vector, state = model.step(token, state)
+
+    figures = {
+        "prefill_50": _time(lambda: model.prefill(prompt), reps, budget),
+        "step_at_50": _time(lambda: model.step(prompt[-1], cache), reps, budget),
+        f"step_at_{cfg.window - 1}": _time(lambda: model.step(prompt[-1], full), reps, budget),
+        "pick_greedy": _time(lambda: sampling.pick(row, 0.0, 0, 1.0, rng), reps, budget),
+        "pick_t1": _time(lambda: sampling.pick(row, 1.0, 0, 1.0, rng), reps, budget),
+        "pick_t1_top_p": _time(lambda: sampling.pick(row, 1.0, 0, 0.9, rng), reps, budget),
+        "generate_16_after_50": _time(generate_16, max(1, reps // 10), budget),
+    }
+    return {
+        "assets": str(assets),
+        "config": {
+            "vocab_size": cfg.vocab_size,
+            "n_layer": cfg.n_layer,
+            "n_head": cfg.n_head,
+            "n_embd": cfg.n_embd,
+            "window": cfg.window,
+        },
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_s": load_s,
+        "ms": {name: summarize(samples) for name, samples in figures.items()},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--assets", type=Path, default=None, help="weights directory (default: the shipped ones)")
+    parser.add_argument("--reps", type=int, default=500)
+    parser.add_argument("--budget", type=float, default=3.0, help="seconds per figure, at most")
+    args = parser.parse_args()
+    if args.assets is None:
+        from mockserver.reference.tokenizer import ASSETS
+
+        args.assets = ASSETS
+    print(json.dumps(measure(args.assets, args.reps, args.budget)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
