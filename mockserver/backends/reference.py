@@ -4,9 +4,11 @@ Model compute never runs on the event loop. Each request becomes a :class:`_Job`
 prefill and then its decoding steps (one token for every live choice) run as tasks on a small
 thread pool; the event loop only awaits them. A streamed request hands over one step per task,
 so its tokens leave as they are made and a client that went away stops generation after the
-step in flight (a queued step is cancelled; the async generator is never resumed). A non-streamed request has no
-one to show tokens to, so each task runs steps for up to :data:`SLICE_SECONDS`, which saves
-the hand-offs while still letting concurrent requests interleave on the pool.
+step in flight (a queued step is cancelled; the async generator is never resumed). A
+non-streamed request has no one to show tokens to, and every hand-off between the event loop
+and a pool thread costs two thread wake-ups (~0.5 ms on a small VM), so it runs as few tasks
+as it can: it keeps stepping while nobody else waits for the pool (up to
+:data:`SLICE_ALONE`), and yields after :data:`SLICE_SHARED` when somebody does.
 
 Each request runs alone through the model (batch size 1, no cross-request batching), so its
 numbers cannot depend on what else is running. Torch runs one intra-op thread per pool
@@ -22,8 +24,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
 from mockserver.generation import (
@@ -51,7 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["ReferenceBackend", "Runtime", "from_settings"]
 
 ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-SLICE_SECONDS = 0.004  # longest pool task of a non-streamed request
+_T = TypeVar("_T")
+
+SLICE_SHARED = 0.004  # a non-streamed request's pool task, when other work is waiting
+SLICE_ALONE = 0.1  # ... and when none is: a lone request finishes in one task
 
 
 class Runtime:
@@ -89,6 +95,7 @@ class ReferenceBackend:
         self._assets = assets
         self._max_positions = max_positions
         self._lock = threading.Lock()
+        self._queued = 0  # tasks submitted to the pool and not yet started
         self._loading: Future[Runtime] | None = None
         self.steps = 0  # decoding steps taken, all requests together (observable by tests)
 
@@ -102,22 +109,45 @@ class ReferenceBackend:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def _submit(self, fn: Callable[[], _T]) -> Future[_T]:
+        with self._lock:
+            self._queued += 1
+
+        def task() -> _T:
+            with self._lock:
+                self._queued -= 1
+            return fn()
+
+        return self._pool.submit(task)
+
+    def _contended(self) -> bool:
+        """Is other work waiting for a pool thread? (Read racily: a hint for slicing.)"""
+        return self._queued > 0
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         runtime = await asyncio.wrap_future(self.warm_up())
-        job = await asyncio.wrap_future(self._pool.submit(_Job, runtime, request))
-        step = job.advance if request.stream else job.advance_slice
-        # Pipelined: the next step is submitted before this one's events are handed on, so
+
+        def start() -> tuple[_Job, list[Event]]:
+            job = _Job(runtime, request)
+            if request.stream or job.done:
+                return job, job.opening
+            return job, job.opening + job.advance_slice(self._contended)
+
+        job, opening = await asyncio.wrap_future(self._submit(start))
+        self.steps += job.steps
+        step = job.advance if request.stream else partial(job.advance_slice, self._contended)
+        # Pipelined: the next task is submitted before this one's events are handed on, so
         # the model computes token i+1 while the event loop encodes and sends token i. One
-        # step at most is in flight per request, so its steps still run strictly in order.
-        pending = None if job.done else self._pool.submit(step)
+        # task at most is in flight per request, so its steps still run strictly in order.
+        pending = None if job.done else self._submit(step)
         try:
-            for event in job.opening:
+            for event in opening:
                 yield event
             while pending is not None:
                 before = job.steps
                 events = await asyncio.wrap_future(pending)
                 self.steps += job.steps - before
-                pending = None if job.done else self._pool.submit(step)
+                pending = None if job.done else self._submit(step)
                 for event in events:
                     yield event
         finally:
@@ -248,11 +278,14 @@ class _Job:
         )
         return lambda text: Token(tok.token_name(token_id), tok.token_bytes(token_id), text, own, top)
 
-    def advance_slice(self) -> list[Event]:
-        """Steps until done or :data:`SLICE_SECONDS` have passed (non-streamed requests)."""
-        deadline = time.perf_counter() + SLICE_SECONDS
+    def advance_slice(self, contended: Callable[[], bool]) -> list[Event]:
+        """Steps until done, or until the slice is used up (see the module docstring)."""
+        start = time.perf_counter()
         events = self.advance()
-        while not self.done and time.perf_counter() < deadline:
+        while not self.done:
+            elapsed = time.perf_counter() - start
+            if elapsed > SLICE_ALONE or (elapsed > SLICE_SHARED and contended()):
+                break
             events.extend(self.advance())
         return events
 
