@@ -51,7 +51,7 @@ class GPTConfig:
     """Hyper-parameters; saved beside the weights as ``config.json``."""
 
     vocab_size: int = 2048
-    n_layer: int = 3
+    n_layer: int = 2
     n_head: int = 4
     n_embd: int = 128
     window: int = 256  # attention span in tokens, the current token included
