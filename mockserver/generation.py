@@ -80,10 +80,6 @@ class GenerationRequest:
     canonical: bytes = b""  # the canonical body (see mockserver.seeding), for ids and matching
     stream: bool = False  # how the answer is delivered; never changes what is generated
 
-    @property
-    def choice_count(self) -> int:
-        return len(self.prompts) * self.n
-
 
 # ---- events -------------------------------------------------------------------------------
 

@@ -28,4 +28,5 @@ def test_disconnect_stops_generation(live: Live) -> None:
     time.sleep(0.5)
     assert backend.steps == settled, "generation went on after the client left"
     assert settled - before < 100  # stopped early, far from 3000 tokens
+    assert not backend._contended()  # a cancelled step leaves no phantom work in the queue count
     assert httpx.get(live.url + "/health").status_code == 200

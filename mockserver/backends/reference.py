@@ -85,10 +85,11 @@ class ReferenceBackend:
     def __init__(self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192) -> None:
         from mockserver.reference.tokenizer import ASSETS
 
-        missing = [n for n in ASSET_FILES if not ((assets or ASSETS) / n).is_file()]
+        directory = assets or ASSETS
+        missing = [n for n in ASSET_FILES if not (directory / n).is_file()]
         if missing:  # fail at start-up, not with a 500 on every request
             raise FileNotFoundError(
-                f"reference model files missing in {assets or ASSETS}: {', '.join(missing)} "
+                f"reference model files missing in {directory}: {', '.join(missing)} "
                 "(they ship with the package; rebuild them with `python -m mockserver.reference.train`)"
             )
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
@@ -151,8 +152,9 @@ class ReferenceBackend:
                 for event in events:
                     yield event
         finally:
-            if pending is not None:
-                pending.cancel()  # the client left: a queued step never runs
+            if pending is not None and pending.cancel():  # the client left: a queued step never runs
+                with self._lock:
+                    self._queued -= 1  # ...so it will not uncount itself
 
 
 @dataclass(slots=True)

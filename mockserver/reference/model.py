@@ -104,7 +104,7 @@ class _Rotary:
 
 def _rotate(x: Tensor, rot: Tensor) -> Tensor:
     """Rotate x [..., T, D] by rot [T, D/2] (complex)."""
-    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(pairs * rot).flatten(-2)
 
 
