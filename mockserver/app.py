@@ -22,9 +22,10 @@ from mockserver.clock import Clock, FrozenClock, SystemClock
 from mockserver.config import Settings
 from mockserver.context import ServerContext
 from mockserver.engine import Engine
-from mockserver.errors import APIError, AuthenticationError, InternalError, MethodNotAllowed, NotFound
+from mockserver.errors import APIError, AuthenticationError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
 from mockserver.generation import Backend
-from mockserver.profiles import OPENAI
+from mockserver.prefix import ProfilePrefix
+from mockserver.profiles import PROFILES, profile_named
 from mockserver.routes import routes
 from mockserver.streaming import dumps
 
@@ -33,42 +34,52 @@ __all__ = ["create_app"]
 log = logging.getLogger("mockserver")
 
 
-def error_response(exc: APIError) -> Response:
-    return Response(dumps(exc.body()), status_code=exc.status, media_type="application/json", headers=exc.headers)
+def error_response(exc: APIError, style: ErrorStyle = "openai") -> Response:
+    return Response(dumps(exc.body(style)), status_code=exc.status, media_type="application/json", headers=exc.headers)
+
+
+def _style(scope: Scope) -> ErrorStyle:
+    """The error style of the profile answering this request."""
+    app = scope.get("app")
+    ctx: ServerContext | None = getattr(app.state, "ctx", None) if app is not None else None
+    return ctx.profile_of(scope).error_style if ctx is not None else "openai"
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
-    return error_response(exc)
+    return error_response(exc, _style(request.scope))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     where = f"{request.method} {request.url.path}"
+    style = _style(request.scope)
     if exc.status_code == 405:
-        return error_response(MethodNotAllowed(f"Method not allowed ({where})."))
+        return error_response(MethodNotAllowed(f"Method not allowed ({where})."), style)
     if exc.status_code == 404:
-        return error_response(NotFound(f"Invalid URL ({where})"))
-    return error_response(APIError(str(exc.detail)))
+        return error_response(NotFound(f"Invalid URL ({where})"), style)
+    return error_response(APIError(str(exc.detail)), style)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
-    return error_response(InternalError("The server had an error while processing your request."))
+    problem = InternalError("The server had an error while processing your request.")
+    return error_response(problem, _style(request.scope))
 
 
 class BearerAuth:
     """401 unless the bearer token is one of ``keys`` (an empty set accepts anything)."""
 
-    def __init__(self, app: ASGIApp, keys: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, keys: frozenset[str], ctx: ServerContext) -> None:
         self.app = app
         self.keys = keys
+        self.ctx = ctx
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.keys and scope["type"] == "http" and scope["path"].startswith("/v1/"):
             problem = self._problem(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
             if problem is not None:
-                await error_response(problem)(scope, receive, send)
+                await error_response(problem, self.ctx.profile_of(scope).error_style)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -99,8 +110,8 @@ def create_app(
         settings=settings,
         engine=Engine(chosen),
         clock=clock,
-        profile=OPENAI,
-        windows=settings.model_windows(),
+        profile=profile_named(settings.profile),
+        vocab_size=getattr(chosen, "vocab_size", None),
     )
 
     @contextlib.asynccontextmanager
@@ -120,5 +131,6 @@ def create_app(
     )
     app.state.ctx = ctx
     if settings.api_keys:
-        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys))
+        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
+    app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
     return app

@@ -76,8 +76,8 @@ def serve(settings: Settings) -> None:
     server = uvicorn.Server(config)
     print(
         f"mockserver listening on http://{settings.host}:{settings.port} "
-        f"(backend {settings.backend}, profile openai, seed {settings.seed}, "
-        f"{len(settings.models)} models)",
+        f"(backend {settings.backend}, profile {settings.profile}{' strict' if settings.strict else ''}, "
+        f"seed {settings.seed}; other profiles under /<name>/v1/)",
         flush=True,
     )
     server.run()

@@ -10,22 +10,9 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_MODELS", "Settings"]
+from mockserver.profiles import PROFILES, profile_named
 
-# Ids from OpenAI and from the providers we stand in for (../shared/providers/); every one is
-# answered by the reference model.
-DEFAULT_MODELS = (
-    "gpt-4o-mini",
-    "gpt-4o",
-    "gpt-4.1-mini",
-    "gpt-3.5-turbo",
-    "gpt-3.5-turbo-instruct",
-    "openai/gpt-3.5-turbo-instruct",
-    "Qwen/Qwen3-30B-A3B-Instruct-2507",
-    "meta-llama/Llama-3.3-70B-Instruct",
-    "meta-llama/Llama-3.1-8B-Instruct",
-    "mockserver-reference",
-)
+__all__ = ["Settings"]
 
 
 class Settings(BaseSettings):
@@ -36,9 +23,12 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="Interface to listen on.")
     port: int = Field(4010, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
     models: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_MODELS),
-        description="Model ids to list and serve; 'id@N' declares a context window of N tokens.",
+        default_factory=list,
+        description="Model ids to list (every profile); 'id@N' declares a context window of N tokens. "
+        "Default: each profile lists its provider's ids.",
     )
+    profile: str = Field("openai", description=f"Dialect of unprefixed paths: {', '.join(PROFILES)}.")
+    strict: bool = Field(False, description="Reject (or ignore) what the profile's provider does not document.")
     context_window: int = Field(8192, ge=16, description="Context window of models that declare none.")
     reject_unknown_models: bool = Field(False, description="Answer 404 model_not_found for unlisted models.")
     api_keys: list[str] = Field(
@@ -51,6 +41,11 @@ class Settings(BaseSettings):
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
     )
     log_level: str = Field("warning", description="uvicorn log level.")
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str) -> str:
+        return profile_named(value).name
 
     @field_validator("models", "api_keys", mode="before")
     @classmethod

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from starlette.types import Scope
 
 from mockserver.clock import Clock
 from mockserver.config import Settings
 from mockserver.engine import Engine
 from mockserver.errors import NotFound
-from mockserver.profiles import Profile
+from mockserver.profiles import PROFILES, Profile
 
-__all__ = ["ServerContext", "model_not_found"]
+__all__ = ["PROFILE_KEY", "ServerContext", "model_not_found"]
+
+PROFILE_KEY = "mockserver.profile"  # set in the ASGI scope by the path-prefix middleware
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,12 +23,28 @@ class ServerContext:
     settings: Settings
     engine: Engine
     clock: Clock
-    profile: Profile
-    windows: dict[str, int]  # listed model id → context window
+    profile: Profile  # the server's own dialect, answering unprefixed paths
+    vocab_size: int | None = None  # the backend's vocabulary, when it has one (logit_bias checks)
+    _windows: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def context_window(self, model: str) -> int:
+    def __post_init__(self) -> None:
+        explicit = self.settings.model_windows()
+        for name, profile in PROFILES.items():
+            # --models replaces every profile's list; without it each lists its provider's ids.
+            self._windows[name] = explicit or dict.fromkeys(profile.models, self.settings.context_window)
+
+    def profile_of(self, scope: Scope) -> Profile:
+        """The profile answering this request: its path prefix's, else the server's."""
+        name = scope.get(PROFILE_KEY)
+        return PROFILES[name] if name is not None else self.profile
+
+    def models(self, profile: Profile) -> Mapping[str, int]:
+        """Listed model id → context window, as ``profile`` lists them."""
+        return self._windows[profile.name]
+
+    def context_window(self, model: str, profile: Profile) -> int:
         """The model's context window; unlisted models get the default unless rejected."""
-        window = self.windows.get(model)
+        window = self._windows[profile.name].get(model)
         if window is not None:
             return window
         if self.settings.reject_unknown_models:

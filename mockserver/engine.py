@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from mockserver.best_of import best_of
 from mockserver.generation import Backend, Event, GenerationRequest, Result
 
 __all__ = ["Engine"]
@@ -22,6 +23,8 @@ class Engine:
         self.backend = backend
 
     def events(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        if request.best_of is not None and request.best_of > request.n:
+            return best_of(self.backend.generate, request)
         return self.backend.generate(request)
 
     async def primed(self, request: GenerationRequest) -> AsyncIterator[Event]:

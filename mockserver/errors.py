@@ -10,19 +10,21 @@ The tree::
     ├── MethodNotAllowed          405
     └── InternalError             500 (never carries a stack trace)
 
-Handlers raise these; :func:`envelope` turns any of them into the JSON body. Before the first
-byte of a response an error is an HTTP status; after it (mid-stream) the same envelope is sent
+Handlers raise these; :meth:`APIError.body` turns any of them into the JSON body, in the error
+style of the profile answering (OpenAI's envelope, vLLM's, or Fireworks'). Before the first
+byte of a response an error is an HTTP status; after it (mid-stream) the same body is sent
 in-band as an SSE frame by the streaming layer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "APIError",
     "AuthenticationError",
     "ContextLengthExceeded",
+    "ErrorStyle",
     "InternalError",
     "InvalidRequest",
     "MethodNotAllowed",
@@ -51,8 +53,18 @@ class APIError(Exception):
         self.code = code
         self.headers = headers or {}
 
-    def body(self) -> dict[str, Any]:
+    def body(self, style: ErrorStyle = "openai") -> dict[str, Any]:
+        if style == "vllm":  # vLLM ≥ 0.10.1: nested, the type a class name, the code the status
+            kind = _VLLM_TYPES.get(self.status, "InternalServerError" if self.status >= 500 else "BadRequestError")
+            return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
+        if style == "fireworks":  # Fireworks: no param or code; the message names the parameter
+            return {"error": {"object": "error", "type": self.type, "message": self.message}}
         return envelope(self.message, self.type, self.param, self.code)
+
+
+ErrorStyle = Literal["openai", "vllm", "fireworks"]
+
+_VLLM_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 405: "MethodNotAllowed"}
 
 
 class InvalidRequest(APIError):

@@ -19,14 +19,19 @@ __all__ = [
     "Backend",
     "Candidate",
     "ChatMessage",
+    "ChoiceEvent",
     "ChoiceResult",
     "Event",
     "FinishReason",
     "Finished",
     "GenerationRequest",
+    "Mirostat",
     "Prompt",
+    "PromptLogprobs",
+    "PromptPosition",
     "Result",
     "Sampling",
+    "Scored",
     "Started",
     "TextDelta",
     "Token",
@@ -51,19 +56,56 @@ class Prompt:
     text: str | None = None
     token_ids: tuple[int, ...] | None = None
     messages: tuple[ChatMessage, ...] | None = None
+    suffix: str | None = None  # completions' insert mode: text that follows the completion
+
+
+@dataclass(frozen=True, slots=True)
+class Mirostat:
+    """Mirostat v2: ``target`` is the surprise τ in bits per token (log2 of the target
+    perplexity), ``lr`` the learning rate η."""
+
+    target: float
+    lr: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    """How to pick tokens. Defaults are OpenAI's; ``None`` max_tokens fills the context."""
+    """How to pick tokens and when to stop. Defaults are OpenAI's (every processor off);
+    ``None`` max_tokens fills the context. :mod:`mockserver.sampling` says how each applies."""
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0 = off
+    min_p: float = 0.0  # 0 = off
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0  # 1 = off
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias), sorted by id
+    mirostat: Mirostat | None = None  # replaces top-k, top-p and min-p when set
     max_tokens: int | None = 16
+    min_tokens: int = 0  # end-of-sequence and stop tokens are not sampled before this many
+    ignore_eos: bool = False  # ... nor ever, with this
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()  # more token ids that end a choice (finish "stop")
+    keep_stop: bool = False  # the matched stop string stays at the end of the text
+    truncate: bool = False  # prompt + max_tokens over the window: lower max_tokens (else 400)
     logprobs: int | None = None  # how many alternatives per token; None = no logprobs
+    prompt_logprobs: int | None = None  # score every prompt token, with this many alternatives
     echo: bool = False  # completions: return (and score) the prompt too
+
+    @property
+    def processed(self) -> bool:
+        """Does any processor beyond temperature / top-k / top-p apply?"""
+        return bool(
+            self.min_p
+            or self.presence_penalty
+            or self.frequency_penalty
+            or self.repetition_penalty != 1.0
+            or self.logit_bias
+            or self.mirostat
+            or self.min_tokens
+            or self.ignore_eos
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +121,7 @@ class GenerationRequest:
     context_window: int
     canonical: bytes = b""  # the canonical body (see mockserver.seeding), for ids and matching
     stream: bool = False  # how the answer is delivered; never changes what is generated
+    best_of: int | None = None  # generate this many per prompt, return the n most likely
 
 
 # ---- events -------------------------------------------------------------------------------
@@ -106,6 +149,32 @@ class Token:
     text: str
     logprob: float | None  # None only for the first prompt token when the prompt is scored
     top: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A token with its logprob and its rank in the distribution (1 = most likely)."""
+
+    id: int
+    token: str
+    logprob: float
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPosition:
+    """One prompt token as ``prompt_logprobs`` reports it: itself and the top alternatives."""
+
+    token: Scored
+    top: tuple[Scored, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLogprobs:
+    """The scored prompt of one choice (``None`` for the first token: nothing precedes it)."""
+
+    index: int
+    positions: tuple[PromptPosition | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +209,9 @@ class ToolCallDelta:
 class Finished:
     index: int
     reason: FinishReason
+    # What stopped it, as vLLM's ``stop_reason`` says: the stop string or stop token id that
+    # matched; ``None`` for end-of-sequence or the length limit.
+    matched: str | int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +226,8 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-Event = Started | TextDelta | ToolCallDelta | Finished | Usage
+ChoiceEvent = Started | PromptLogprobs | TextDelta | ToolCallDelta | Finished  # one choice's
+Event = ChoiceEvent | Usage
 
 
 class Backend(Protocol):
@@ -183,7 +256,9 @@ class ChoiceResult:
     parts: list[str] = field(default_factory=list)
     tokens: list[Token] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    prompt_logprobs: tuple[PromptPosition | None, ...] | None = None
     finish_reason: FinishReason | None = None
+    matched: str | int | None = None
     length: int = 0  # characters of text so far (text_offset needs it per delta)
 
     @property
@@ -221,7 +296,11 @@ class Result:
             call.name = event.name or call.name
             call.arguments += event.arguments
         elif isinstance(event, Finished):
-            self.choice(event.index).finish_reason = event.reason
+            choice = self.choice(event.index)
+            choice.finish_reason = event.reason
+            choice.matched = event.matched
+        elif isinstance(event, PromptLogprobs):
+            self.choice(event.index).prompt_logprobs = event.positions
         else:
             self.usage = event
 

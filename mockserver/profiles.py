@@ -1,29 +1,284 @@
 """Provider dialects as data: what differs between the APIs we stand in for.
 
-Only OpenAI's dialect exists so far; the providers' issue adds the others as more records of
-the same shape, so no code branches on a provider's name.
+One :class:`Profile` record per dialect; no code branches on a provider's name. A server
+answers as one profile by default (``--profile``) and as any other under a path prefix that
+is the profile's name: ``/fireworks/v1/completions`` is Fireworks, ``/v1/completions`` the
+server's own profile. Each record's ``notes`` say where its provider's documentation was
+silent and which behaviour of its documented engine we chose.
+
+Parameters: without ``--strict`` every profile *honours* every parameter any profile
+documents (a test double must not refuse what the application's real provider accepts) and
+ignores parameters nobody documents. With ``--strict`` a profile answers exactly as its
+provider documents: a parameter outside ``documented`` is rejected with the provider's
+error if ``rejects_unknown``, and otherwise ignored (dropped before it can take effect).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
 
-__all__ = ["OPENAI", "Profile"]
+from mockserver.errors import ErrorStyle
+
+__all__ = ["PROFILES", "Endpoint", "Profile", "profile_named"]
+
+Endpoint = Literal["completions", "chat"]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _frozen(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
+    return MappingProxyType(dict(mapping))
 
 
 @dataclass(frozen=True, slots=True)
 class Profile:
     name: str
-    max_completion_logprobs: int  # /v1/completions ``logprobs``
-    max_top_logprobs: int  # /v1/chat/completions ``top_logprobs``
-    completion_max_tokens: int  # /v1/completions default ``max_tokens``
-    system_fingerprint: str | None
+    notes: str
+    models: tuple[str, ...]  # what /v1/models lists when --models is not given
+    documented: Mapping[Endpoint, frozenset[str]]  # request fields the provider documents
+    rejects_unknown: bool = False  # with --strict: undocumented fields → 400 (else ignored)
+    # Upper bounds of integer parameters (the lower bounds are everyone's, in the schemas).
+    limits: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    default_max_tokens: Mapping[Endpoint, int | None] = field(
+        default_factory=lambda: _frozen({"completions": 16, "chat": None})
+    )
+    keep_stop: bool = False  # the matched stop string stays in the returned text
+    truncate_by_default: bool = False  # context_length_exceeded_behavior default: truncate
+    usage_in_stream: Literal["on_request", "always"] = "on_request"  # always: on the last chunk
+    eos_finish_reason: str = "stop"  # finish_reason when the model ended by itself
+    completion_object: str = "text_completion"
+    chat_object: str = "chat.completion"
+    chunk_object: str = "chat.completion.chunk"
+    # chat ``logprobs`` given as an integer k: the legacy completions format ({tokens,
+    # token_logprobs, top_logprobs}) some providers document; where none is documented ("no")
+    # it means OpenAI's format with k alternatives, and a 400 under --strict.
+    chat_int_logprobs: Literal["no", "legacy"] = "no"
+    service_tiers: frozenset[str] = frozenset()  # accepted ``service_tier`` values
+    service_tier_served: Mapping[str, str] = field(default_factory=lambda: _frozen({}))  # asked → reported
+    default_service_tier: str | None = None  # reported when none was asked (None: field absent)
+    system_fingerprint: str | None = None  # None: the field is absent unless in ``extras``
+    extras: Mapping[str, Any] = field(default_factory=lambda: _frozen({}))  # more top-level fields
+    stop_reason: bool = False  # vLLM's per-choice ``stop_reason``
+    usage_details: Literal["openai", "null", "none"] = "openai"  # *_tokens_details objects
+    error_style: ErrorStyle = "openai"
 
+
+# ---- what each provider documents -----------------------------------------------------------
+
+_OPENAI_COMPLETIONS = _names(
+    "model prompt best_of echo frequency_penalty logit_bias logprobs max_tokens n "
+    "presence_penalty seed stop stream stream_options suffix temperature top_p user"
+)
+_OPENAI_CHAT = _names(
+    "model messages audio frequency_penalty function_call functions logit_bias logprobs "
+    "max_completion_tokens max_tokens metadata modalities moderation n parallel_tool_calls "
+    "prediction presence_penalty prompt_cache_key prompt_cache_options prompt_cache_retention "
+    "reasoning_effort response_format safety_identifier seed service_tier stop store stream "
+    "stream_options temperature tool_choice tools top_logprobs top_p user verbosity "
+    "web_search_options"
+)
+# vLLM's extra sampling parameters (its OpenAI server's protocol), shared by its descendants.
+_VLLM_EXTRAS = _names(
+    "top_k min_p repetition_penalty stop_token_ids include_stop_str_in_output ignore_eos "
+    "min_tokens prompt_logprobs skip_special_tokens spaces_between_special_tokens "
+    "truncate_prompt_tokens"
+)
+_FIREWORKS_COMMON = _names(
+    "model stream stream_options n stop max_tokens temperature top_p top_k min_p "
+    "frequency_penalty presence_penalty repetition_penalty mirostat_target mirostat_lr "
+    "ignore_eos logprobs echo logit_bias context_length_exceeded_behavior response_format "
+    "user seed"
+)
+_TOGETHER_COMMON = _names(
+    "model max_tokens stop temperature top_p top_k repetition_penalty stream logprobs echo n "
+    "min_p presence_penalty frequency_penalty logit_bias seed safety_model response_format"
+)
 
 OPENAI = Profile(
     name="openai",
-    max_completion_logprobs=5,
-    max_top_logprobs=20,
-    completion_max_tokens=16,
+    notes="OpenAI's own API: the default. Wire format and limits per OpenAI's OpenAPI description.",
+    models=("gpt-4o-mini", "gpt-4o", "gpt-4.1-mini", "gpt-3.5-turbo", "gpt-3.5-turbo-instruct"),
+    documented=_frozen({"completions": _OPENAI_COMPLETIONS, "chat": _OPENAI_CHAT}),
+    rejects_unknown=True,  # "Unrecognized request argument supplied: …"
+    limits=_frozen({"logprobs": 5, "top_logprobs": 20, "best_of": 20}),
+    service_tiers=frozenset({"auto", "default", "flex", "scale", "priority", "fast"}),
+    service_tier_served=_frozen({"auto": "default", "fast": "priority"}),
+    default_service_tier="default",
     system_fingerprint="fp_mockserver",
 )
+
+FIREWORKS = Profile(
+    name="fireworks",
+    notes=(
+        "Fireworks AI. Documented: stop strings are kept in the text, context overflow truncates "
+        "max_tokens by default, usage rides on the last streamed chunk, logprobs ≤ 5 (an integer "
+        "on chat gives the legacy format), top_k ≤ 100, chat max_tokens defaults to 2000. Errors "
+        "use Fireworks' {error: {object, type, message}} body."
+    ),
+    models=(
+        "accounts/fireworks/models/llama-v3p1-8b-instruct",
+        "accounts/fireworks/models/llama-v3p3-70b-instruct",
+        "accounts/fireworks/models/qwen3-30b-a3b",
+    ),
+    documented=_frozen(
+        {
+            "completions": _FIREWORKS_COMMON | {"prompt", "images"},
+            "chat": _FIREWORKS_COMMON | {"messages", "top_logprobs", "tools", "tool_choice", "reasoning_effort"},
+        }
+    ),
+    limits=_frozen({"logprobs": 5, "top_logprobs": 5, "top_k": 100}),
+    default_max_tokens=_frozen({"completions": 16, "chat": 2000}),
+    keep_stop=True,
+    truncate_by_default=True,
+    usage_in_stream="always",
+    chat_int_logprobs="legacy",
+    usage_details="none",
+    error_style="fireworks",
+)
+
+TOGETHER = Profile(
+    name="together",
+    notes=(
+        "Together AI. finish_reason is 'eos' when the model ends by itself; usage rides on the last "
+        "streamed chunk; logprobs is an integer 0-20 on both endpoints (legacy format on chat). "
+        "Undocumented there, chosen from its OpenAPI file: max_tokens unset fills the context."
+    ),
+    models=(
+        "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+        "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo",
+        "Qwen/Qwen2.5-7B-Instruct-Turbo",
+    ),
+    documented=_frozen(
+        {
+            "completions": _TOGETHER_COMMON | {"prompt"},
+            "chat": _TOGETHER_COMMON
+            | {"messages", "context_length_exceeded_behavior", "tools", "tool_choice", "function_call"},
+        }
+    ),
+    limits=_frozen({"logprobs": 20, "top_logprobs": 20}),
+    default_max_tokens=_frozen({"completions": None, "chat": None}),
+    usage_in_stream="always",
+    eos_finish_reason="eos",
+    chat_int_logprobs="legacy",
+    usage_details="none",
+)
+
+NEBIUS = Profile(
+    name="nebius",
+    notes=(
+        "Nebius Token Factory. Documented: service_tier (auto, default, over-limit, flex, no-limit) "
+        "reported in every completion, the ai_project_id query parameter, an extra_body field. "
+        "Undocumented, chosen from vLLM (its engine): max_tokens unset fills the context, logprobs ≤ 20, "
+        "OpenAI's error envelope."
+    ),
+    models=("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B-Instruct", "Qwen/Qwen3-32B"),
+    documented=_frozen(
+        {
+            "completions": _OPENAI_COMPLETIONS - {"best_of", "suffix", "seed"} | {"extra_body", "service_tier"},
+            "chat": _OPENAI_CHAT | {"extra_body"} | _VLLM_EXTRAS,
+        }
+    ),
+    limits=_frozen({"logprobs": 20, "top_logprobs": 20}),
+    default_max_tokens=_frozen({"completions": None, "chat": None}),
+    service_tiers=frozenset({"auto", "default", "over-limit", "flex", "no-limit"}),
+    default_service_tier="auto",
+    usage_details="none",
+)
+
+NEBUL = Profile(
+    name="nebul",
+    notes=(
+        "Nebul. Documented: completions with suffix and best_of, max_tokens default 16. "
+        "Undocumented, chosen from vLLM (its engine): stop_reason per choice, logprobs ≤ 20, vLLM's "
+        "error body {error: {message, type: BadRequestError, param, code: 400}}."
+    ),
+    models=("Qwen/Qwen3-30B-A3B-Instruct-2507", "meta-llama/Llama-3.3-70B-Instruct"),
+    documented=_frozen(
+        {
+            "completions": _OPENAI_COMPLETIONS | _VLLM_EXTRAS,
+            "chat": _OPENAI_CHAT | _VLLM_EXTRAS,
+        }
+    ),
+    limits=_frozen({"logprobs": 20, "top_logprobs": 20}),
+    stop_reason=True,
+    usage_details="null",
+    error_style="vllm",
+)
+
+NEBULABLOCK = Profile(
+    name="nebulablock",
+    notes=(
+        "Nebula Block. Its documented response is vLLM's: system_fingerprint, service_tier and "
+        "prompt_logprobs present and null, *_tokens_details null. The rest follows vLLM: chat "
+        "max_tokens unset fills the context, vLLM's error body."
+    ),
+    models=("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct"),
+    documented=_frozen(
+        {
+            "completions": _OPENAI_COMPLETIONS | _VLLM_EXTRAS,
+            "chat": frozenset({"messages", "model", "max_tokens", "temperature", "top_p", "stream"}),
+        }
+    ),
+    limits=_frozen({"logprobs": 20, "top_logprobs": 20}),
+    extras=_frozen({"system_fingerprint": None, "service_tier": None, "prompt_logprobs": None}),
+    stop_reason=True,
+    usage_details="null",
+    error_style="vllm",
+)
+
+TOKENHUB = Profile(
+    name="tokenhub",
+    notes=(
+        "Tokenhub, a gateway. Documented: provider-prefixed model ids, completions max_tokens default "
+        "16, best_of, logprobs ≤ 5, stop strings not returned. OpenAI's error envelope (it claims full "
+        "compatibility)."
+    ),
+    models=("openai/gpt-3.5-turbo-instruct", "openai/gpt-4o-mini", "meta-llama/llama-3.3-70b-instruct"),
+    documented=_frozen(
+        {
+            "completions": _names("model prompt max_tokens temperature stream stop best_of logprobs stream_options"),
+            "chat": _OPENAI_CHAT,
+        }
+    ),
+    limits=_frozen({"logprobs": 5, "top_logprobs": 20, "best_of": 20}),
+    usage_details="none",
+)
+
+VLLM = Profile(
+    name="vllm",
+    notes=(
+        "A vLLM OpenAI-compatible server: every vLLM sampling extension documented, unknown fields "
+        "ignored, stop_reason per choice, prompt_logprobs, the nested error body with code = status."
+    ),
+    models=("mockserver-reference",),
+    documented=_frozen(
+        {
+            "completions": _OPENAI_COMPLETIONS | _VLLM_EXTRAS,
+            "chat": _OPENAI_CHAT | _VLLM_EXTRAS | {"best_of"},
+        }
+    ),
+    limits=_frozen({"logprobs": 20, "top_logprobs": 20, "prompt_logprobs": 20}),
+    extras=_frozen({"system_fingerprint": None}),
+    stop_reason=True,
+    usage_details="null",
+    error_style="vllm",
+)
+
+PROFILES: Mapping[str, Profile] = _frozen(
+    {p.name: p for p in (OPENAI, FIREWORKS, TOGETHER, NEBIUS, NEBUL, NEBULABLOCK, TOKENHUB, VLLM)}
+)
+
+
+def profile_named(name: str) -> Profile:
+    """The profile called ``name`` (a ``ValueError`` listing the known ones otherwise)."""
+    found = PROFILES.get(name)
+    if found is None:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
+    return found

@@ -7,7 +7,9 @@ Two rules, both about what a *stream* may send before it knows more:
 * Stop strings match on characters, not tokens: ``"\\n\\n"`` stops generation whether it
   arrives as one token or two. Text that could still be the start of a stop string is held
   back until the next token settles it; when a stop matches, the earliest match wins and the
-  text is cut before it (the stop text itself is never returned).
+  text is cut before it (or, with ``keep_stop``, just after it: some providers return the
+  stop string). Before ``min_tokens`` tokens exist the assembler is not yet *armed*: as in
+  vLLM, no stop string can end a choice that is still below its minimum length.
 
 Text is released in whole tokens (each carrying its own logprobs); only the token in which a
 stop match begins is cut short. Non-streaming answers fold the very same releases, so both
@@ -28,12 +30,19 @@ __all__ = ["TextAssembler"]
 class TextAssembler:
     """Feed tokens in with :meth:`push`; get back the tokens that may be sent now."""
 
-    def __init__(self, stops: tuple[str, ...]) -> None:
+    def __init__(self, stops: tuple[str, ...], keep_stop: bool = False, armed: bool = True) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._stops = tuple(s for s in stops if s)
+        self._all_stops = tuple(s for s in stops if s)
+        self._stops = self._all_stops if armed else ()
+        self._keep = keep_stop
         self._pending: list[Token] = []
         self._pending_text = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that ended generation
+
+    def arm(self) -> None:
+        """From now on, stop strings end the choice (text already released is not searched)."""
+        self._stops = self._all_stops
 
     def push(self, raw: bytes, make: Callable[[str], Token]) -> list[Token]:
         """Add a token's bytes; ``make(text)`` builds the Token once its text is known.
@@ -44,10 +53,11 @@ class TextAssembler:
         text = self._decoder.decode(raw)
         self._pending.append(make(text))
         self._pending_text += text
-        cut = self._earliest_match() if self._stops else None
-        if cut is not None:
+        match = self._earliest_match() if self._stops else None
+        if match is not None:
             self.stopped = True
-            return self._release_cut(cut)
+            at, self.matched = match
+            return self._release_cut(at + len(self.matched) if self._keep else at)
         # A token that ends inside a character stays pending, so that if generation ends
         # right here the replacement character still has a token to travel with.
         in_character = bool(self._decoder.getstate()[0])
@@ -62,9 +72,10 @@ class TextAssembler:
         released, self._pending, self._pending_text = self._pending, [], ""
         return released
 
-    def _earliest_match(self) -> int | None:
-        found = [i for i in (self._pending_text.find(s) for s in self._stops) if i >= 0]
-        return min(found) if found else None
+    def _earliest_match(self) -> tuple[int, str] | None:
+        """Where the earliest stop string starts, and which (the first listed on a tie)."""
+        found = [(at, stop) for stop in self._stops if (at := self._pending_text.find(stop)) >= 0]
+        return min(found, key=lambda hit: hit[0]) if found else None
 
     def _held_back(self) -> int:
         """Length of the longest suffix of the pending text that begins some stop string."""
@@ -92,8 +103,8 @@ class TextAssembler:
         return released
 
     def _release_cut(self, end: int) -> list[Token]:
-        """A stop matched at ``end``: release the text before it, the straddling token cut
-        short; tokens wholly after it (an empty partial-character one included) are dropped."""
+        """A stop matched: release the text before ``end``, the straddling token cut short;
+        tokens wholly after it (an empty partial-character one included) are dropped."""
         released: list[Token] = []
         position = 0
         for token in self._pending:

@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
-from mockserver.errors import APIError, envelope
+from mockserver.errors import APIError, ErrorStyle, InternalError
 
 __all__ = ["DONE", "dumps", "frame", "sse_response"]
 
@@ -37,7 +37,7 @@ def frame(obj: Any) -> bytes:
     return b"data: " + dumps(obj) + b"\n\n"
 
 
-async def _guarded(frames: AsyncIterator[Iterable[Any]]) -> AsyncIterator[bytes]:
+async def _guarded(frames: AsyncIterator[Iterable[Any]], style: ErrorStyle) -> AsyncIterator[bytes]:
     try:
         async for objects in frames:
             chunk = b"".join(frame(o) for o in objects)
@@ -45,14 +45,17 @@ async def _guarded(frames: AsyncIterator[Iterable[Any]]) -> AsyncIterator[bytes]
                 yield chunk
         yield DONE
     except APIError as exc:
-        yield frame(exc.body())
+        yield frame(exc.body(style))
     except Exception:  # never a stack trace on the wire; the log keeps it
         log.exception("stream failed after the first byte")
-        yield frame(envelope("The server had an error while processing your request.", "server_error"))
+        yield frame(InternalError("The server had an error while processing your request.").body(style))
 
 
-def sse_response(frames: AsyncIterator[Iterable[Any]], headers: dict[str, str] | None = None) -> StreamingResponse:
-    """Stream JSON objects as SSE; ``frames`` yields a batch of objects per event."""
+def sse_response(
+    frames: AsyncIterator[Iterable[Any]], headers: dict[str, str] | None = None, style: ErrorStyle = "openai"
+) -> StreamingResponse:
+    """Stream JSON objects as SSE; ``frames`` yields a batch of objects per event; errors after
+    the first byte are sent in ``style``."""
     return StreamingResponse(
-        _guarded(frames), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
+        _guarded(frames, style), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
     )

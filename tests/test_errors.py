@@ -49,7 +49,7 @@ CASES: list[Any] = [
     pytest.param(
         CHAT, {"model": "m", "messages": MSG, "top_logprobs": 2}, "top_logprobs", id="top-logprobs-without-logprobs"
     ),
-    pytest.param(CHAT, {"model": "m", "messages": MSG, "logprobs": 1}, "logprobs", id="chat-logprobs-int"),
+    pytest.param(CHAT, {"model": "m", "messages": MSG, "logprobs": -1}, "logprobs", id="chat-logprobs-negative"),
     pytest.param(COMP, {"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop", id="five-stops"),
     pytest.param(COMP, {"model": "m", "prompt": "x", "stop": 7}, "stop", id="stop-type"),
     pytest.param(COMP, {"model": "m", "prompt": [1, 99999]}, "prompt", id="token-out-of-vocab"),

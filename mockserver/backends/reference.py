@@ -18,6 +18,7 @@ worker: for a model this small, op-level threading costs more than it gives.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import threading
 import time
@@ -36,6 +37,9 @@ from mockserver.generation import (
     FinishReason,
     GenerationRequest,
     Prompt,
+    PromptLogprobs,
+    PromptPosition,
+    Scored,
     Started,
     TextDelta,
     Token,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from mockserver.config import Settings
     from mockserver.reference.model import GPT, KVCache
     from mockserver.reference.tokenizer import Tokenizer
+    from mockserver.sampling import Sampler
 
 __all__ = ["ReferenceBackend", "Runtime", "from_settings"]
 
@@ -92,6 +97,8 @@ class ReferenceBackend:
                 f"reference model files missing in {directory}: {', '.join(missing)} "
                 "(they ship with the package; rebuild them with `python -m mockserver.reference.train`)"
             )
+        # Known before the model loads, so requests can be validated against it (logit_bias).
+        self.vocab_size: int = json.loads((directory / "config.json").read_text())["vocab_size"]
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
         self._assets = assets
         self._max_positions = max_positions
@@ -160,12 +167,11 @@ class ReferenceBackend:
 @dataclass(slots=True)
 class _Choice:
     index: int
-    rng: random.Random
+    sampler: Sampler
     assembler: TextAssembler
     logits: Tensor  # [V] scores for the next token
     cache: KVCache
     budget: int  # tokens it may still sample
-    sampled: int = 0
     done: bool = False
 
 
@@ -181,27 +187,39 @@ class _Job:
         tok = runtime.tokenizer
         params = request.sampling
         # Chat replies end at <|im_end|>; any special token ends a reply, since none is text.
-        self.stop_ids = tok.special_ids if request.endpoint == "chat" else frozenset({tok.eos_id})
+        ends = tok.special_ids if request.endpoint == "chat" else frozenset({tok.eos_id})
+        self.end_ids = ends
+        self.stop_ids = frozenset(params.stop_token_ids)
         self.opening: list[Event] = []
         self.choices: list[_Choice] = []
         param = "messages" if request.endpoint == "chat" else "prompt"
         encoded = [self._encode(p, param) for p in request.prompts]
         budgets = [self._budget(len(ids), param) for ids in encoded]  # all checked before any compute
         self.prompt_tokens = sum(len(ids) for ids in encoded)
-        score = params.echo and params.logprobs is not None
+        score = (params.echo and params.logprobs is not None) or params.prompt_logprobs is not None
         for p, ids in enumerate(encoded):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
             logits, cache = runtime.model.prefill(ids or [tok.eos_id], all_logits=score)
-            echo = self._echo(ids, logits if score else None) if params.echo else None
+            scores = sampling.log_probs(logits) if score else None
+            echo = self._echo(ids, scores) if params.echo else None
+            scored = self._prompt_logprobs(ids, scores) if params.prompt_logprobs is not None else None
             for j in range(request.n):
                 index = p * request.n + j
                 self.opening.append(Started(index))
+                if scored is not None:
+                    self.opening.append(PromptLogprobs(index, scored))
                 if echo is not None:
                     self.opening.append(replace(echo, index=index))
                 choice = _Choice(
                     index=index,
-                    rng=random.Random(choice_seed(request.seed, index)),
-                    assembler=TextAssembler(params.stop),
+                    sampler=sampling.Sampler(
+                        params,
+                        random.Random(choice_seed(request.seed, index)),
+                        tok.vocab_size,
+                        prompt_ids=ids,
+                        end_ids=ends | self.stop_ids,
+                    ),
+                    assembler=TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0),
                     logits=logits[-1],
                     cache=cache.fork(),
                     budget=budgets[p],
@@ -226,45 +244,68 @@ class _Job:
                     f"Invalid token id {bad[0]} in prompt: ids must be in [0, {tok.vocab_size}).",
                     param=param,
                 )
-            return list(prompt.token_ids)
-        return tok.encode(prompt.text or "")
+            ids = list(prompt.token_ids)
+        else:
+            ids = tok.encode(prompt.text or "")
+        if prompt.suffix is not None:
+            # Insert mode. The model was never trained to infill, so the suffix conditions it
+            # the one way it can read: as a document of its own placed before the prompt.
+            ids = [*tok.encode(prompt.suffix), tok.eos_id, *ids]
+        return ids
 
     def _budget(self, prompt_len: int, param: str) -> int:
         window = self.request.context_window
-        wanted = self.request.sampling.max_tokens
-        if wanted is None:  # fill what the context window has left
+        params = self.request.sampling
+        wanted = params.max_tokens
+        if wanted is None or (params.truncate and prompt_len < window):  # fill what is left
             if prompt_len >= window:
                 raise ContextLengthExceeded(window, prompt_len, 1, param)
-            return window - prompt_len
+            return window - prompt_len if wanted is None else min(wanted, window - prompt_len)
         if prompt_len + wanted > window:
             raise ContextLengthExceeded(window, prompt_len, wanted, param)
         return wanted
 
-    def _echo(self, ids: list[int], logits: Tensor | None) -> TextDelta:
+    def _echo(self, ids: list[int], scores: Tensor | None) -> TextDelta:
         """The prompt as completions' ``echo`` returns it, scored when logprobs are asked."""
         tok = self.runtime.tokenizer
         assembler = TextAssembler(())
-        scores = self._sampling.log_probs(logits) if logits is not None else None
+        with_scores = scores is not None and self.request.sampling.logprobs is not None
         tokens: list[Token] = []
         for position, token_id in enumerate(ids):
             # Nothing precedes the first prompt token, so it has no logprob (OpenAI: null).
-            previous = scores[position - 1] if scores is not None and position > 0 else None
+            previous = scores[position - 1] if with_scores and scores is not None and position > 0 else None
             make = self._token_maker(token_id, previous)
             tokens.extend(assembler.push(tok.token_bytes(token_id), make))
         tokens.extend(assembler.flush())
         text = "".join(t.text for t in tokens)
-        return TextDelta(0, text, tuple(tokens) if scores is not None else (), echo=True)
+        return TextDelta(0, text, tuple(tokens) if with_scores else (), echo=True)
 
-    def _finish(self, choice: _Choice, reason: FinishReason) -> list[Event]:
+    def _prompt_logprobs(self, ids: list[int], scores: Tensor | None) -> tuple[PromptPosition | None, ...]:
+        """vLLM's ``prompt_logprobs``: each prompt token's score, rank and top alternatives."""
+        assert scores is not None
+        tok = self.runtime.tokenizer
+        k = self.request.sampling.prompt_logprobs or 0
+        positions: list[PromptPosition | None] = [None] if ids else []
+        for position in range(1, len(ids)):
+            row, token_id = scores[position - 1], ids[position]
+            own = Scored(token_id, tok.token_name(token_id), float(row[token_id]), self._sampling.rank(row, token_id))
+            top = tuple(
+                Scored(i, tok.token_name(i), lp, r)
+                for r, (i, lp) in enumerate(self._sampling.top_candidates(row, k), start=1)
+            )
+            positions.append(PromptPosition(own, top))
+        return tuple(positions)
+
+    def _finish(self, choice: _Choice, reason: FinishReason, matched: str | int | None = None) -> list[Event]:
         choice.done = True
-        return [Finished(choice.index, reason)]
+        return [Finished(choice.index, reason, matched)]
 
     def _usage_if_done(self) -> list[Event]:
         """The closing Usage event, once every choice has finished."""
         if self.done or not all(c.done for c in self.choices):
             return []
         self.done = True
-        return [Usage(self.prompt_tokens, sum(c.sampled for c in self.choices))]
+        return [Usage(self.prompt_tokens, sum(c.sampler.sampled for c in self.choices))]
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -299,19 +340,23 @@ class _Job:
         for choice in self.choices:
             if choice.done:
                 continue
-            token_id = self._sampling.pick(choice.logits, params.temperature, params.top_k, params.top_p, choice.rng)
+            token_id = choice.sampler.pick(choice.logits)
             reason: FinishReason | None = None
-            if token_id in self.stop_ids:
+            matched: str | int | None = None
+            if token_id in self.end_ids or token_id in self.stop_ids:
+                # Ending tokens are not text and are not counted (nor is a stop token id).
                 released = choice.assembler.flush()
-                reason = "stop"
+                reason, matched = "stop", (token_id if token_id in self.stop_ids else None)
             else:
-                choice.sampled += 1
+                choice.sampler.observe(token_id)
+                if choice.sampler.sampled == params.min_tokens:
+                    choice.assembler.arm()
                 scores = self._sampling.log_probs(choice.logits) if params.logprobs is not None else None
                 make = self._token_maker(token_id, scores)
                 released = choice.assembler.push(self.runtime.tokenizer.token_bytes(token_id), make)
                 if choice.assembler.stopped:
-                    reason = "stop"
-                elif choice.sampled >= choice.budget:
+                    reason, matched = "stop", choice.assembler.matched
+                elif choice.sampler.sampled >= choice.budget:
                     released += choice.assembler.flush()
                     reason = "length"
                 else:
@@ -320,7 +365,7 @@ class _Job:
                 text = "".join(t.text for t in released)
                 events.append(TextDelta(choice.index, text, tuple(released) if params.logprobs is not None else ()))
             if reason is not None:
-                events.extend(self._finish(choice, reason))
+                events.extend(self._finish(choice, reason, matched))
         events.extend(self._usage_if_done())
         return events
 

@@ -3,16 +3,19 @@
 Streams open each choice with a role delta (``{"role": "assistant", "content": ""}``), send
 content deltas, and close each choice with an empty delta carrying its ``finish_reason``.
 Logprobs are ``{"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}`` with
-exactly ``top_logprobs`` alternatives per token.
+exactly ``top_logprobs`` alternatives per token — or, where the profile says so and
+``logprobs`` was an integer, the legacy completions format.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mockserver import params
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
 from mockserver.generation import (
@@ -22,101 +25,112 @@ from mockserver.generation import (
     GenerationRequest,
     Prompt,
     Result,
-    Sampling,
     Started,
     TextDelta,
     Token,
 )
-from mockserver.routes.generate import Call, handle, usage_body
+from mockserver.profiles import Endpoint, Profile
+from mockserver.routes import logprobs
+from mockserver.routes.generate import Call, handle
 from mockserver.schemas.chat import ChatRequest
-from mockserver.schemas.common import stop_tuple
-
-OBJECT = "chat.completion"
-CHUNK_OBJECT = "chat.completion.chunk"
 
 
-def _content_logprobs(tokens: list[Token] | tuple[Token, ...]) -> dict[str, Any]:
-    return {
-        "content": [
-            {
-                "token": t.token,
-                "logprob": t.logprob,
-                "bytes": list(t.bytes),
-                "top_logprobs": [{"token": c.token, "logprob": c.logprob, "bytes": list(c.bytes)} for c in t.top],
-            }
-            for t in tokens
-        ],
-        "refusal": None,
-    }
-
-
-class ChatCodec:
-    schema = ChatRequest
-    id_prefix = "chatcmpl-"
-
-    def to_generation(self, body: ChatRequest, ctx: ServerContext, canonical: bytes, seed: int) -> GenerationRequest:
+def _alternatives(body: ChatRequest, profile: Profile, strict: bool) -> int | None:
+    """How many alternatives per token (None: no logprobs): ``logprobs: true`` with
+    ``top_logprobs``, or an integer ``logprobs`` k."""
+    if isinstance(body.logprobs, bool) or body.logprobs is None:
         if body.top_logprobs is not None and not body.logprobs:
             raise InvalidRequest(
                 "Invalid value for 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.",
                 param="top_logprobs",
             )
-        limit = ctx.profile.max_top_logprobs
-        if body.top_logprobs is not None and body.top_logprobs > limit:
-            raise InvalidRequest(
-                f"Invalid value for 'top_logprobs': must be less than or equal to {limit}.", param="top_logprobs"
-            )
+        return (body.top_logprobs or 0) if body.logprobs else None
+    if strict and profile.chat_int_logprobs == "no":
+        raise params.invalid("logprobs", f"{body.logprobs} is not of type 'boolean'.")
+    if body.logprobs < 0:
+        raise params.invalid("logprobs", "must be a boolean or a non-negative integer.")
+    return body.logprobs
+
+
+def _legacy(call: Call) -> bool:
+    body: ChatRequest = call.body
+    integer = isinstance(body.logprobs, int) and not isinstance(body.logprobs, bool)
+    return integer and call.profile.chat_int_logprobs == "legacy"
+
+
+class ChatCodec:
+    schema = ChatRequest
+    endpoint: Endpoint = "chat"
+    id_prefix = "chatcmpl-"
+
+    def to_generation(
+        self, body: ChatRequest, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
+    ) -> GenerationRequest:
         messages = tuple(ChatMessage(m.role, m.text()) for m in body.messages)
-        sampling = Sampling(
-            temperature=1.0 if body.temperature is None else body.temperature,
-            top_p=1.0 if body.top_p is None else body.top_p,
-            top_k=max(0, body.top_k or 0),
-            max_tokens=body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens,
-            stop=stop_tuple(body.stop),
-            logprobs=(body.top_logprobs or 0) if body.logprobs else None,
+        if body.max_completion_tokens is not None:
+            max_tokens: int | None = body.max_completion_tokens
+        elif body.max_tokens is not None:
+            max_tokens = body.max_tokens
+        else:
+            max_tokens = profile.default_max_tokens["chat"]
+        n = body.n or 1
+        sampling = params.sampling(
+            body,
+            profile,
+            ctx.vocab_size,
+            max_tokens=max_tokens,
+            logprobs=_alternatives(body, profile, ctx.settings.strict),
         )
         return GenerationRequest(
             endpoint="chat",
             model=body.model,
             prompts=(Prompt(messages=messages),),
-            n=body.n or 1,
+            n=n,
             sampling=sampling,
             seed=seed,
-            context_window=ctx.context_window(body.model),
+            best_of=params.best_of(body, n),
+            context_window=ctx.context_window(body.model, profile),
             canonical=canonical,
             stream=bool(body.stream),
         )
 
+    def _logprobs(self, call: Call, tokens: Sequence[Token], start: int) -> dict[str, Any] | None:
+        if call.gen.sampling.logprobs is None:
+            return None
+        return logprobs.legacy(tokens, start) if _legacy(call) else logprobs.content(tokens)
+
     def encode(self, call: Call, result: Result) -> dict[str, Any]:
-        wants_logprobs = call.gen.sampling.logprobs is not None
         choices: list[dict[str, Any]] = [
             {
                 "index": c.index,
                 "message": {"role": "assistant", "content": c.text, "refusal": None, "annotations": []},
-                "logprobs": _content_logprobs(c.tokens) if wants_logprobs else None,
-                "finish_reason": c.finish_reason,
+                "logprobs": self._logprobs(call, c.tokens, 0),
+                **call.finish(c.finish_reason, c.matched),
             }
             for c in result.ordered()
         ]
-        return {**call.envelope(OBJECT), "choices": choices, "usage": usage_body(result.usage)}
+        body = {**call.envelope(call.profile.chat_object), "choices": choices, "usage": call.usage(result)}
+        first = result.choices.get(0)
+        if first is not None and first.prompt_logprobs is not None:  # vLLM: one prompt, top level
+            body["prompt_logprobs"] = logprobs.prompt(first.prompt_logprobs)
+        return body
 
-    def _chunk(
-        self, call: Call, index: int, delta: dict[str, Any], logprobs: Any = None, finish: str | None = None
-    ) -> dict[str, Any]:
-        choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
-        return call.chunk(CHUNK_OBJECT, [choice])
+    def _chunk(self, call: Call, index: int, delta: dict[str, Any], lp: Any = None, **finish: Any) -> dict[str, Any]:
+        choice = {"index": index, "delta": delta, "logprobs": lp, **(finish or call.finish(None, None))}
+        return call.chunk(call.profile.chunk_object, [choice])
 
     def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
         if isinstance(event, Started):
             return [self._chunk(call, event.index, {"role": "assistant", "content": "", "refusal": None})]
         if isinstance(event, TextDelta):
-            logprobs = _content_logprobs(event.tokens) if call.gen.sampling.logprobs is not None else None
-            return [self._chunk(call, event.index, {"content": event.text}, logprobs)]
+            start = result.choices[event.index].length - len(event.text)
+            return [self._chunk(call, event.index, {"content": event.text}, self._logprobs(call, event.tokens, start))]
         if isinstance(event, Finished):
-            return [self._chunk(call, event.index, {}, None, event.reason)]
+            return [self._chunk(call, event.index, {}, None, **call.finish(event.reason, event.matched))]
         return []
 
     def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]:
-        return call.usage_chunks(CHUNK_OBJECT, result)
+        return call.usage_chunks(call.profile.chunk_object, result)
 
 
 CODEC = ChatCodec()

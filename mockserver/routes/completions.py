@@ -3,7 +3,8 @@
 P prompts × ``n`` give P·n choices, prompt-major (choice ``p * n + j``). ``echo`` returns the
 prompt before the completion and, with ``logprobs``, scores it too: the first prompt token has
 no logprob (``null``), as on OpenAI. ``max_tokens: 0`` with ``echo`` is the loglikelihood
-pattern of evaluation harnesses: the prompt scored, nothing generated.
+pattern of evaluation harnesses: the prompt scored, nothing generated. ``suffix`` (insert
+mode) is read by the model as context before the prompt (see the reference backend).
 """
 
 from __future__ import annotations
@@ -13,121 +14,92 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mockserver import params
 from mockserver.context import ServerContext
-from mockserver.errors import InvalidRequest
 from mockserver.generation import (
     Event,
     Finished,
     GenerationRequest,
     Prompt,
     Result,
-    Sampling,
     TextDelta,
-    Token,
 )
-from mockserver.routes.generate import Call, handle, usage_body
-from mockserver.schemas.common import stop_tuple
+from mockserver.profiles import Endpoint, Profile
+from mockserver.routes import logprobs
+from mockserver.routes.generate import Call, handle
 from mockserver.schemas.completions import CompletionRequest
 
-OBJECT = "text_completion"
 
-
-def _prompts(prompt: str | list[str] | list[int] | list[list[int]]) -> tuple[Prompt, ...]:
+def _prompts(prompt: str | list[str] | list[int] | list[list[int]], suffix: str | None) -> tuple[Prompt, ...]:
     if isinstance(prompt, str):
-        return (Prompt(text=prompt),)
+        return (Prompt(text=prompt, suffix=suffix),)
     if all(isinstance(p, str) for p in prompt):
-        return tuple(Prompt(text=p) for p in prompt)  # type: ignore[arg-type]
+        return tuple(Prompt(text=p, suffix=suffix) for p in prompt)  # type: ignore[arg-type]
     if all(isinstance(p, int) for p in prompt):
-        return (Prompt(token_ids=tuple(prompt)),)  # type: ignore[arg-type]
-    return tuple(Prompt(token_ids=tuple(p)) for p in prompt)  # type: ignore[arg-type]
-
-
-def _logprobs(tokens: list[Token] | tuple[Token, ...], start: int) -> dict[str, Any]:
-    """OpenAI's ``{tokens, token_logprobs, top_logprobs, text_offset}``; offsets from ``start``.
-
-    The top map holds the requested alternatives plus the sampled token (hence up to
-    ``logprobs + 1`` entries, as OpenAI documents); an unscored token has ``null`` there.
-    """
-    offsets: list[int] = []
-    position = start
-    tops: list[dict[str, float] | None] = []
-    for t in tokens:
-        offsets.append(position)
-        position += len(t.text)
-        if t.logprob is None:
-            tops.append(None)
-        else:
-            top = {c.token: c.logprob for c in t.top}
-            top.setdefault(t.token, t.logprob)
-            tops.append(top)
-    return {
-        "tokens": [t.token for t in tokens],
-        "token_logprobs": [t.logprob for t in tokens],
-        "top_logprobs": tops,
-        "text_offset": offsets,
-    }
+        return (Prompt(token_ids=tuple(prompt), suffix=suffix),)  # type: ignore[arg-type]
+    return tuple(Prompt(token_ids=tuple(p), suffix=suffix) for p in prompt)  # type: ignore[arg-type]
 
 
 class CompletionsCodec:
     schema = CompletionRequest
+    endpoint: Endpoint = "completions"
     id_prefix = "cmpl-"
 
     def to_generation(
-        self, body: CompletionRequest, ctx: ServerContext, canonical: bytes, seed: int
+        self, body: CompletionRequest, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
     ) -> GenerationRequest:
-        limit = ctx.profile.max_completion_logprobs
-        if body.logprobs is not None and body.logprobs > limit:
-            raise InvalidRequest(
-                f"Invalid value for 'logprobs': must be less than or equal to {limit}.", param="logprobs"
-            )
-        sampling = Sampling(
-            temperature=1.0 if body.temperature is None else body.temperature,
-            top_p=1.0 if body.top_p is None else body.top_p,
-            top_k=max(0, body.top_k or 0),
-            max_tokens=ctx.profile.completion_max_tokens if body.max_tokens is None else body.max_tokens,
-            stop=stop_tuple(body.stop),
-            logprobs=body.logprobs,
-            echo=bool(body.echo),
-        )
+        if body.suffix is not None and body.echo:
+            raise params.invalid("suffix", "'echo' and 'suffix' cannot be used together.")
+        max_tokens = profile.default_max_tokens["completions"] if body.max_tokens is None else body.max_tokens
+        n = body.n or 1
         return GenerationRequest(
             endpoint="completions",
             model=body.model,
-            prompts=_prompts(body.prompt),
-            n=body.n or 1,
-            sampling=sampling,
+            prompts=_prompts(body.prompt, body.suffix),
+            n=n,
+            sampling=params.sampling(
+                body, profile, ctx.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
+            ),
             seed=seed,
-            context_window=ctx.context_window(body.model),
+            best_of=params.best_of(body, n),
+            context_window=ctx.context_window(body.model, profile),
             canonical=canonical,
             stream=bool(body.stream),
         )
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]:
         wants_logprobs = call.gen.sampling.logprobs is not None
-        choices = [
-            {
+        choices = []
+        for c in result.ordered():
+            choice = {
                 "text": c.text,
                 "index": c.index,
-                "logprobs": _logprobs(c.tokens, 0) if wants_logprobs else None,
-                "finish_reason": c.finish_reason,
+                "logprobs": logprobs.legacy(c.tokens, 0) if wants_logprobs else None,
+                **call.finish(c.finish_reason, c.matched),
             }
-            for c in result.ordered()
-        ]
-        return {**call.envelope(OBJECT), "choices": choices, "usage": usage_body(result.usage)}
+            if c.prompt_logprobs is not None:
+                choice["prompt_logprobs"] = logprobs.prompt(c.prompt_logprobs)
+            choices.append(choice)
+        return {**call.envelope(self.object(call)), "choices": choices, "usage": call.usage(result)}
+
+    def object(self, call: Call) -> str:
+        return call.profile.completion_object
 
     def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
         if isinstance(event, TextDelta):
-            logprobs = None
+            lp = None
             if call.gen.sampling.logprobs is not None:
-                logprobs = _logprobs(event.tokens, result.choices[event.index].length - len(event.text))
-            choice = {"text": event.text, "index": event.index, "logprobs": logprobs, "finish_reason": None}
-            return [call.chunk(OBJECT, [choice])]
+                lp = logprobs.legacy(event.tokens, result.choices[event.index].length - len(event.text))
+            choice = {"text": event.text, "index": event.index, "logprobs": lp, **call.finish(None, None)}
+            return [call.chunk(self.object(call), [choice])]
         if isinstance(event, Finished):
-            choice = {"text": "", "index": event.index, "logprobs": None, "finish_reason": event.reason}
-            return [call.chunk(OBJECT, [choice])]
+            finish = call.finish(event.reason, event.matched)
+            choice = {"text": "", "index": event.index, "logprobs": None, **finish}
+            return [call.chunk(self.object(call), [choice])]
         return []
 
     def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]:
-        return call.usage_chunks(OBJECT, result)
+        return call.usage_chunks(self.object(call), result)
 
 
 CODEC = CompletionsCodec()

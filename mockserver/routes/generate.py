@@ -1,6 +1,8 @@
 """The one handler behind every generation endpoint.
 
-``body ─schema→ codec.to_generation → engine → codec.encode (JSON) | codec.encode_event (SSE)``
+``body ─params.prepare→ schema → codec.to_generation → engine → codec.encode (JSON)
+| codec.encode_event (SSE)``, all of it as the request's profile (its path prefix's, else
+the server's) says.
 
 A codec is the only thing an endpoint family adds: pure functions from the wire to a
 :class:`GenerationRequest` and from the folded :class:`Result` (or one event) back to the
@@ -18,11 +20,12 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import seeding
+from mockserver import params, seeding
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
-from mockserver.generation import Event, GenerationRequest, Result, Usage
-from mockserver.schemas.common import StreamOptions, WireModel, invalid_request
+from mockserver.generation import Event, Finished, GenerationRequest, Result, Usage
+from mockserver.profiles import Endpoint, Profile
+from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
 from mockserver.streaming import dumps, sse_response
 
 __all__ = ["Call", "Codec", "handle", "parse_json", "usage_body"]
@@ -30,20 +33,29 @@ __all__ = ["Call", "Codec", "handle", "parse_json", "usage_body"]
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request as the codec sees it while encoding."""
+    """One request as the codec sees it while encoding: what was asked, and as whom."""
 
     gen: GenerationRequest
+    body: Any  # the validated wire body (codec-specific details)
+    profile: Profile
     id: str
     created: int
-    model: str
     include_usage: bool
-    system_fingerprint: str | None
+    service_tier: str | None  # reported in the body (None: no such field)
+
+    @property
+    def usage_on_last_chunk(self) -> bool:
+        """Streams carry usage on their last chunk unasked (Fireworks, Together)."""
+        return self.profile.usage_in_stream == "always" and not self.include_usage
 
     def envelope(self, obj: str) -> dict[str, Any]:
         """The fields every body and chunk of this call starts with."""
-        head: dict[str, Any] = {"id": self.id, "object": obj, "created": self.created, "model": self.model}
-        if self.system_fingerprint is not None:
-            head["system_fingerprint"] = self.system_fingerprint
+        head: dict[str, Any] = {"id": self.id, "object": obj, "created": self.created, "model": self.gen.model}
+        if self.profile.system_fingerprint is not None:
+            head["system_fingerprint"] = self.profile.system_fingerprint
+        head.update(self.profile.extras)
+        if self.service_tier is not None:
+            head["service_tier"] = self.service_tier
         return head
 
     def chunk(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
@@ -53,21 +65,38 @@ class Call:
             chunk["usage"] = None
         return chunk
 
+    def usage(self, result: Result) -> dict[str, Any]:
+        return usage_body(result.usage, self.profile.usage_details)
+
     def usage_chunks(self, obj: str, result: Result) -> list[dict[str, Any]]:
         """The closing usage chunk (``choices: []``), if the client asked for one."""
         if not self.include_usage:
             return []
-        return [{**self.envelope(obj), "choices": [], "usage": usage_body(result.usage)}]
+        return [{**self.envelope(obj), "choices": [], "usage": self.usage(result)}]
+
+    def finish(self, reason: str | None, matched: str | int | None) -> dict[str, Any]:
+        """``finish_reason`` in the profile's words, and vLLM's ``stop_reason`` if it has one."""
+        if reason == "stop" and matched is None:
+            reason = self.profile.eos_finish_reason
+        fields: dict[str, Any] = {"finish_reason": reason}
+        if self.profile.stop_reason:
+            fields["stop_reason"] = matched
+        return fields
 
 
 class Codec(Protocol):
     @property
-    def schema(self) -> type[WireModel]: ...
+    def schema(self) -> type[GenerationFields]: ...
+
+    @property
+    def endpoint(self) -> Endpoint: ...
 
     @property
     def id_prefix(self) -> str: ...
 
-    def to_generation(self, body: Any, ctx: ServerContext, canonical: bytes, seed: int) -> GenerationRequest: ...
+    def to_generation(
+        self, body: Any, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
+    ) -> GenerationRequest: ...
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]: ...
 
@@ -91,25 +120,31 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def usage_body(usage: Usage | None) -> dict[str, Any]:
+def usage_body(usage: Usage | None, details: str = "openai") -> dict[str, Any]:
+    """Token counts; ``details`` is the profile's style of the ``*_tokens_details`` objects."""
     u = usage or Usage(0, 0)
-    return {
+    body: dict[str, Any] = {
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
         "total_tokens": u.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-        "completion_tokens_details": {
+    }
+    if details == "null":
+        body.update(prompt_tokens_details=None, completion_tokens_details=None)
+    elif details == "openai":
+        body["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+        body["completion_tokens_details"] = {
             "reasoning_tokens": 0,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
-        },
-    }
+        }
+    return body
 
 
 async def handle(request: Request, codec: Codec) -> Response:
     ctx: ServerContext = request.app.state.ctx
-    data = parse_json(await request.body())
+    profile = ctx.profile_of(request.scope)
+    data = params.prepare(parse_json(await request.body()), profile, codec.endpoint, ctx.settings.strict)
     try:
         body = codec.schema.model_validate(data)
     except ValidationError as exc:
@@ -123,26 +158,39 @@ async def handle(request: Request, codec: Codec) -> Response:
     canonical = seeding.canonical(data)
     given: int | None = getattr(body, "seed", None)
     seed = given if given is not None else seeding.derive_seed(canonical, ctx.settings.seed)
-    gen = codec.to_generation(body, ctx, canonical, seed)
+    gen = codec.to_generation(body, ctx, profile, canonical, seed)
     call = Call(
         gen=gen,
+        body=body,
+        profile=profile,
         id=seeding.make_id(codec.id_prefix, canonical, seed),
         created=int(ctx.clock.now()),
-        model=gen.model,
         include_usage=bool(options and options.include_usage),
-        system_fingerprint=ctx.profile.system_fingerprint,
+        service_tier=params.service_tier(body, profile, codec.endpoint),
     )
     headers = {"x-mockserver-seed": str(seed)}
     if stream:
         events = await ctx.engine.primed(gen)
-        return sse_response(_frames(codec, call, events), headers)
+        return sse_response(_frames(codec, call, events), headers, profile.error_style)
     result = await ctx.engine.complete(gen)
     return Response(dumps(codec.encode(call, result)), media_type="application/json", headers=headers)
 
 
 async def _frames(codec: Codec, call: Call, events: AsyncIterator[Event]) -> AsyncIterator[list[dict[str, Any]]]:
     result = Result()
+    held: list[dict[str, Any]] = []  # a choice's closing chunk, while usage may still join it
     async for event in events:
         result.apply(event)
-        yield codec.encode_event(call, event, result)
+        frames = codec.encode_event(call, event, result)
+        if isinstance(event, Usage) and held and call.usage_on_last_chunk:
+            held[-1] = {**held[-1], "usage": call.usage(result)}
+        if held:
+            yield held
+            held = []
+        if isinstance(event, Finished) and call.usage_on_last_chunk:
+            held = frames
+        elif frames:
+            yield frames
+    if held:
+        yield held
     yield codec.encode_end(call, result)

@@ -1,4 +1,5 @@
-"""``GET /v1/models`` and ``GET /v1/models/{id}``: the configured model list."""
+"""``GET /v1/models`` and ``GET /v1/models/{id}``: the model list of the answering profile
+(``--models`` when given, else the ids its provider lists)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ def describe(model: str) -> dict[str, Any]:
 
 async def list_models(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
-    body = {"object": "list", "data": [describe(m) for m in ctx.windows]}
+    listed = ctx.models(ctx.profile_of(request.scope))
+    body = {"object": "list", "data": [describe(m) for m in listed]}
     return Response(dumps(body), media_type="application/json")
 
 
 async def retrieve_model(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
     model = request.path_params["model"]
-    if model not in ctx.windows:
+    if model not in ctx.models(ctx.profile_of(request.scope)):
         raise model_not_found(model)
     return Response(dumps(describe(model)), media_type="application/json")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from mockserver.schemas.common import StopMixin, StreamOptions, WireModel
+from mockserver.schemas.common import GenerationFields, WireModel
 
 __all__ = ["ChatMessageIn", "ChatRequest", "TextPart"]
 
@@ -33,21 +33,13 @@ class ChatMessageIn(WireModel):
         return "".join(part.text for part in self.content)
 
 
-class ChatRequest(StopMixin):
-    model: str
+class ChatRequest(GenerationFields):
     messages: list[ChatMessageIn]
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, ge=0, le=1)
-    top_k: int | None = Field(None, ge=-1)
-    n: int | None = Field(None, ge=1, le=128)
-    seed: int | None = None
-    logprobs: bool | None = None
+    # OpenAI: a boolean. Together and Fireworks also take an integer k (k alternatives).
+    logprobs: bool | int | None = None
     top_logprobs: int | None = Field(None, ge=0)  # the upper bound is the profile's
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    user: str | None = None
 
     @field_validator("messages")
     @classmethod

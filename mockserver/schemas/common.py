@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mockserver.errors import InvalidRequest
 
-__all__ = ["MAX_STOP", "StreamOptions", "WireModel", "invalid_request", "stop_tuple"]
+__all__ = ["MAX_STOP", "GenerationFields", "StreamOptions", "WireModel", "invalid_request", "stop_tuple"]
 
 MAX_STOP = 4  # OpenAI accepts at most four stop sequences
 
 
 class WireModel(BaseModel):
     """Strict: ``"5"`` is not an integer and ``true`` is not a number, as on OpenAI.
-    Unknown fields are ignored (the providers' issue decides per profile)."""
+    Unknown fields are ignored here; :mod:`mockserver.params` applies the profile's rule."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
@@ -22,8 +24,36 @@ class StreamOptions(WireModel):
     include_usage: bool = False
 
 
-class StopMixin(WireModel):
-    stop: str | list[str] | None = Field(None)
+class GenerationFields(WireModel):
+    """Fields both generation endpoints take: OpenAI's, and every sampling extension the
+    providers document (each described in :mod:`mockserver.sampling`). Ranges here are the
+    ones every provider shares; a profile's tighter upper bounds are its ``limits``."""
+
+    model: str
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=-1)  # 0 and -1 mean off
+    min_p: float | None = Field(None, ge=0, le=1)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    repetition_penalty: float | None = Field(None, gt=0, le=2)
+    logit_bias: dict[str, Any] | None = None  # checked as a whole, so every bad key is named
+    mirostat_target: float | None = Field(None, gt=0)
+    mirostat_lr: float | None = Field(None, gt=0, le=1)
+    n: int | None = Field(None, ge=1, le=128)
+    best_of: int | None = Field(None, ge=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool | None = None
+    min_tokens: int | None = Field(None, ge=0)
+    ignore_eos: bool | None = None
+    context_length_exceeded_behavior: Literal["truncate", "error"] | None = None
+    prompt_logprobs: int | None = Field(None, ge=0)
+    service_tier: str | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    user: str | None = None
 
     @field_validator("stop")
     @classmethod

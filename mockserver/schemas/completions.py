@@ -4,27 +4,19 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from mockserver.schemas.common import StopMixin, StreamOptions
+from mockserver.schemas.common import GenerationFields
 
 __all__ = ["CompletionRequest"]
 
 PromptInput = str | list[str] | list[int] | list[list[int]]
 
 
-class CompletionRequest(StopMixin):
-    model: str
+class CompletionRequest(GenerationFields):
     prompt: PromptInput
+    suffix: str | None = None
     max_tokens: int | None = Field(None, ge=0)
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, ge=0, le=1)
-    top_k: int | None = Field(None, ge=-1)
-    n: int | None = Field(None, ge=1, le=128)
-    seed: int | None = None
     echo: bool | None = None
     logprobs: int | None = Field(None, ge=0)  # the upper bound is the profile's
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    user: str | None = None
 
     @field_validator("prompt")
     @classmethod
