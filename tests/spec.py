@@ -321,3 +321,19 @@ def validate(component: str, instance: object, *, errata: bool = True) -> None:
     if problems:
         listing = "\n".join(f"  {problem}" for problem in problems)
         raise AssertionError(f"not a valid {component} ({len(problems)} problem(s)):\n{listing}")
+
+
+def request_fields(component: str) -> frozenset[str]:
+    """Every property a request component documents, ``allOf`` parts included."""
+    schemas = _raw_schemas()
+
+    def walk(node: Json) -> set[str]:
+        found: set[str] = set()
+        if "$ref" in node:
+            found |= walk(schemas[node["$ref"].rsplit("/", 1)[-1]])
+        for part in node.get("allOf", []):
+            found |= walk(part)
+        found |= set(node.get("properties", {}))
+        return found
+
+    return frozenset(walk(schemas[component]))
