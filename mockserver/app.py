@@ -18,15 +18,21 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver.backends import load_backend
-from mockserver.clock import Clock, FrozenClock, SystemClock
+from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
-from mockserver.context import ServerContext
+from mockserver.context import Chaos, ServerContext
 from mockserver.engine import Engine
 from mockserver.errors import APIError, AuthenticationError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
+from mockserver.faults import parse as parse_faults
 from mockserver.generation import Backend
+from mockserver.injector import FaultInjector
+from mockserver.journal import Journal
+from mockserver.latency import Timeline
 from mockserver.prefix import ProfilePrefix
 from mockserver.profiles import PROFILES, profile_named
+from mockserver.ratelimit import RateLimiter
 from mockserver.routes import routes
+from mockserver.rules import RuleBook
 from mockserver.streaming import dumps
 
 __all__ = ["create_app"]
@@ -104,13 +110,19 @@ def create_app(
     """Build the app. ``clock`` and ``backend`` are injectable for tests."""
     settings = settings or Settings()
     if clock is None:
-        clock = FrozenClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
+        clock = VirtualClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
     chosen = backend if backend is not None else load_backend(settings)
+    chaos = Chaos(
+        rules=RuleBook(defaults=parse_faults(settings.faults)),
+        journal=Journal(settings.journal_size),
+        limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
+    )
     ctx = ServerContext(
         settings=settings,
-        engine=Engine(chosen),
+        engine=Engine(chosen, Timeline.parse(settings.latency), settings.time_scale),
         clock=clock,
         profile=profile_named(settings.profile),
+        chaos=chaos,
         vocab_size=getattr(chosen, "vocab_size", None),
     )
 
@@ -132,5 +144,6 @@ def create_app(
     app.state.ctx = ctx
     if settings.api_keys:
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
+    app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
     app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
     return app

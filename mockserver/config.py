@@ -41,11 +41,35 @@ class Settings(BaseSettings):
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
     )
     log_level: str = Field("warning", description="uvicorn log level.")
+    faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (README: Faults).")
+    latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (README: Latency).")
+    time_scale: float = Field(1.0, ge=0, description="Multiplies every latency delay (0.01 for fast CI).")
+    rate_limit_rpm: int = Field(0, ge=0, description="Requests per minute per API key and model (0: no limit).")
+    rate_limit_tpm: int = Field(0, ge=0, description="Tokens per minute per API key and model (0: no limit).")
+    journal_size: int = Field(10_000, ge=1, description="Requests the journal keeps (oldest dropped first).")
+    admin_token: str = Field("", description="Bearer token the /__mockserver/ admin API requires (empty: none).")
+    admin_remote: bool = Field(False, description="Serve the admin API to non-loopback clients too.")
 
     @field_validator("profile")
     @classmethod
     def _known_profile(cls, value: str) -> str:
         return profile_named(value).name
+
+    @field_validator("faults")
+    @classmethod
+    def _faults_parse(cls, value: str) -> str:
+        from mockserver.faults import parse
+
+        parse(value)  # a FaultError (a ValueError) names what is wrong
+        return value
+
+    @field_validator("latency")
+    @classmethod
+    def _latency_parses(cls, value: str) -> str:
+        from mockserver.latency import Timeline
+
+        Timeline.parse(value)
+        return value
 
     @field_validator("models", "api_keys", mode="before")
     @classmethod

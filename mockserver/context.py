@@ -11,11 +11,28 @@ from mockserver.clock import Clock
 from mockserver.config import Settings
 from mockserver.engine import Engine
 from mockserver.errors import NotFound
+from mockserver.journal import Journal
 from mockserver.profiles import PROFILES, Profile
+from mockserver.ratelimit import RateLimiter
+from mockserver.rules import RuleBook
 
-__all__ = ["PROFILE_KEY", "ServerContext", "model_not_found"]
+__all__ = ["PROFILE_KEY", "Chaos", "ServerContext", "model_not_found"]
 
 PROFILE_KEY = "mockserver.profile"  # set in the ASGI scope by the path-prefix middleware
+
+
+@dataclass(frozen=True, slots=True)
+class Chaos:
+    """The live, resettable state of fault injection: rules, the journal, the rate limiter."""
+
+    rules: RuleBook
+    journal: Journal
+    limiter: RateLimiter
+
+    def reset(self) -> None:
+        self.rules.clear()
+        self.journal.clear()
+        self.limiter.reset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +41,7 @@ class ServerContext:
     engine: Engine
     clock: Clock
     profile: Profile  # the server's own dialect, answering unprefixed paths
+    chaos: Chaos
     vocab_size: int | None = None  # the backend's vocabulary, when it has one (logit_bias checks)
     _windows: dict[str, dict[str, int]] = field(default_factory=dict)
 

@@ -1,7 +1,8 @@
 """The engine: runs a generation through the backend and the wrappers layered on it.
 
-``backend ▸ scripted rules ▸ faults ▸ latency`` — the wrappers arrive with their issues; each
-is an async-iterator transformer, so they apply to every backend alike.
+``backend ▸ best_of ▸ content faults ▸ latency`` — each an async-iterator transformer, so
+they apply to every backend alike (scripted rules join with their issue). The faults a
+request gets are decided at the HTTP edge (:mod:`mockserver.injector`) and handed in.
 
 The engine also *primes* streams: a streaming response has sent ``200`` before it starts
 iterating, so the first event is awaited here, first. Anything wrong with the request (bad
@@ -10,26 +11,45 @@ token ids, context overflow) surfaces as an HTTP status, not as a broken stream.
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from mockserver.best_of import best_of
-from mockserver.generation import Backend, Event, GenerationRequest, Result
+from mockserver.faults import Fault
+from mockserver.generation import Backend, Event, Finished, FinishReason, GenerationRequest, Result
+from mockserver.latency import Timeline, paced
+from mockserver.seeding import digest
 
 __all__ = ["Engine"]
 
+_FINISH_FAULTS: dict[str, FinishReason] = {"content.length": "length", "content.filter": "content_filter"}
+
 
 class Engine:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, timeline: Timeline | None = None, time_scale: float = 1.0) -> None:
         self.backend = backend
+        self.timeline = timeline or Timeline()
+        self.time_scale = time_scale
 
-    def events(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    def events(self, request: GenerationRequest, faults: tuple[Fault, ...] = ()) -> AsyncIterator[Event]:
         if request.best_of is not None and request.best_of > request.n:
-            return best_of(self.backend.generate, request)
-        return self.backend.generate(request)
+            stream = best_of(self.backend.generate, request)
+        else:
+            stream = self.backend.generate(request)
+        finish = next((_FINISH_FAULTS[f.name] for f in faults if f.name in _FINISH_FAULTS), None)
+        if finish is not None:
+            stream = _finishing(stream, finish)
+        timeline = self.timeline.with_faults(faults) if faults else self.timeline
+        if not timeline.idle:
+            # The request's own generator: the same request waits the same, run after run.
+            rng = random.Random(int.from_bytes(digest(b"latency", request.seed, request.canonical)[:8], "big"))
+            stream = paced(stream, timeline, rng, self.time_scale)
+        return stream
 
-    async def primed(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def primed(self, request: GenerationRequest, faults: tuple[Fault, ...] = ()) -> AsyncIterator[Event]:
         """The event stream with its first event already computed (errors raise here)."""
-        stream = self.events(request)
+        stream = self.events(request, faults)
         try:
             first = await anext(stream)
         except BaseException:
@@ -37,16 +57,25 @@ class Engine:
             raise
         return _prepend(first, stream)
 
-    async def complete(self, request: GenerationRequest) -> Result:
-        """Fold the whole stream: the non-streaming answer."""
+    async def complete(self, request: GenerationRequest, faults: tuple[Fault, ...] = ()) -> Result:
+        """Fold the whole stream: the non-streaming answer (paced like its stream would be)."""
         result = Result()
-        stream = self.events(request)
+        stream = self.events(request, faults)
         try:
             async for event in stream:
                 result.apply(event)
         finally:
             await _aclose(stream)
         return result
+
+
+async def _finishing(events: AsyncIterator[Event], reason: FinishReason) -> AsyncIterator[Event]:
+    """Every choice finishes with ``reason`` (the ``content.*`` faults)."""
+    try:
+        async for event in events:
+            yield replace(event, reason=reason, matched=None) if isinstance(event, Finished) else event
+    finally:
+        await _aclose(events)
 
 
 async def _prepend(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:

@@ -182,6 +182,7 @@ class Started:
     """A choice begins (chat streams send the assistant role here)."""
 
     index: int
+    prompt_tokens: int = 0  # of this choice's prompt, when the backend knows (latency uses it)
 
 
 @dataclass(frozen=True, slots=True)

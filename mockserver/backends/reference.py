@@ -205,7 +205,7 @@ class _Job:
             scored = self._prompt_logprobs(ids, scores) if params.prompt_logprobs is not None else None
             for j in range(request.n):
                 index = p * request.n + j
-                self.opening.append(Started(index))
+                self.opening.append(Started(index, len(ids)))
                 if scored is not None:
                     self.opening.append(PromptLogprobs(index, scored))
                 if echo is not None:

@@ -23,7 +23,9 @@ from starlette.responses import Response
 from mockserver import params, seeding
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
+from mockserver.faults import Fault
 from mockserver.generation import Event, Finished, GenerationRequest, Result, Usage
+from mockserver.injector import BODY_KEY, PLAN_KEY
 from mockserver.profiles import Endpoint, Profile
 from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
 from mockserver.streaming import dumps, sse_response
@@ -144,7 +146,10 @@ def usage_body(usage: Usage | None, details: str = "openai") -> dict[str, Any]:
 async def handle(request: Request, codec: Codec) -> Response:
     ctx: ServerContext = request.app.state.ctx
     profile = ctx.profile_of(request.scope)
-    data = params.prepare(parse_json(await request.body()), profile, codec.endpoint, ctx.settings.strict)
+    faults: tuple[Fault, ...] = request.scope.get(PLAN_KEY, ())
+    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
+    raw_data = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
+    data = params.prepare(raw_data, profile, codec.endpoint, ctx.settings.strict)
     try:
         body = codec.schema.model_validate(data)
     except ValidationError as exc:
@@ -170,9 +175,9 @@ async def handle(request: Request, codec: Codec) -> Response:
     )
     headers = {"x-mockserver-seed": str(seed)}
     if stream:
-        events = await ctx.engine.primed(gen)
+        events = await ctx.engine.primed(gen, faults)
         return sse_response(_frames(codec, call, events), headers, profile.error_style)
-    result = await ctx.engine.complete(gen)
+    result = await ctx.engine.complete(gen, faults)
     return Response(dumps(codec.encode(call, result)), media_type="application/json", headers=headers)
 
 

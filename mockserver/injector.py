@@ -1,0 +1,354 @@
+"""The fault injector: ASGI middleware in front of every provider path (``/v1/…``).
+
+For each request it, in order: journals the request (before any delay), decides its faults
+(the ``x-mockserver-fault`` header, ``--faults``, matching rules; probabilities drawn from
+the request's seeded generator), charges the rate limiter, then either answers with an HTTP
+or transport fault itself, or runs the app with stream faults wrapped around ``send`` and
+the content/latency faults handed to the engine through the scope. Every answer echoes the
+faults applied in ``x-mockserver-faults``.
+
+Transport faults need the connection itself, which ASGI does not expose: uvicorn's ``send``
+is a bound method of its protocol cycle, and :func:`_transport` finds the transport behind
+it (through Starlette's wrapper closures). Under another server they degrade to closing the
+response early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mockserver import faults as catalogue
+from mockserver.context import ServerContext
+from mockserver.errors import APIError, ContextLengthExceeded, InvalidRequest
+from mockserver.faults import Fault, FaultError
+from mockserver.journal import Entry
+from mockserver.ratelimit import estimate_tokens
+from mockserver.rules import RequestInfo
+from mockserver.streamfaults import StreamEnded, StreamFaults, reset
+
+__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector"]
+
+PLAN_KEY = "mockserver.faults"  # the faults decided for this request
+BODY_KEY = "mockserver.body"  # the parsed JSON body, so the handler does not parse it twice
+FAULT_HEADER = b"x-mockserver-fault"
+SESSION_HEADER = b"x-mockserver-session"
+RETRY_HEADER = b"x-stainless-retry-count"
+
+
+class _Status(APIError):
+    """An HTTP fault with a status of its own."""
+
+    def __init__(self, status: int, kind: str, message: str, code: str | None = None, **kw: Any) -> None:
+        super().__init__(message, code=code, **kw)
+        self.status = status
+        self.type = kind
+
+
+# OpenAI's words for each status: (status, type, code, message); {model} and {wait} are filled in.
+_HTTP: dict[str, tuple[int, str, str | None, str]] = {
+    "http.401": (
+        401,
+        "invalid_request_error",
+        "invalid_api_key",
+        "Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys.",
+    ),
+    "http.403": (
+        403,
+        "request_forbidden",
+        "unsupported_country_region_territory",
+        "Country, region, or territory not supported",
+    ),
+    "http.404": (
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        "The model `{model}` does not exist or you do not have access to it.",
+    ),
+    "http.408": (408, "timeout", None, "Request timed out."),
+    "http.409": (409, "conflict", None, "The request conflicts with the current state of the server."),
+    "http.429": (
+        429,
+        "requests",
+        "rate_limit_exceeded",
+        "Rate limit reached for {model} on requests per min (RPM): Limit 3, Used 3, Requested 1. "
+        "Please try again in {wait}s.",
+    ),
+    "http.quota": (
+        429,
+        "insufficient_quota",
+        "insufficient_quota",
+        "You exceeded your current quota, please check your plan and billing details.",
+    ),
+    "http.500": (500, "server_error", None, "The server had an error while processing your request. Sorry about that!"),
+    "http.503": (503, "server_error", None, "The engine is currently overloaded, please try again later."),
+    "http.504": (504, "server_error", None, "Gateway timeout."),
+}
+_BAD_GATEWAY = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+def http_error(fault: Fault, model: str | None) -> APIError | tuple[int, bytes, str]:
+    """The error an ``http.*`` fault answers with: OpenAI's exact words, or raw HTML for a 502."""
+    if fault.name == "http.400":
+        return ContextLengthExceeded(8192, 8200, 16, "messages")
+    if fault.name == "http.502":
+        return 502, _BAD_GATEWAY, "text/html"
+    status, kind, code, text = _HTTP[fault.name]
+    wait = fault.params.get("retry_after", 0.0)
+    headers = _retry_headers(wait) if status in (429, 503) and (wait or status == 429) else {}
+    if fault.name == "http.429":
+        headers |= {
+            "x-ratelimit-limit-requests": "3",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": f"{wait:g}s",
+        }
+    return _Status(status, kind, text.format(model=model or "the model", wait=f"{wait:g}"), code, headers=headers)
+
+
+def _retry_headers(seconds: float) -> dict[str, str]:
+    return {"retry-after": f"{seconds:g}", "retry-after-ms": str(int(seconds * 1000))}
+
+
+def _transport(send: Any, depth: int = 4) -> Any:
+    """The asyncio transport behind uvicorn's ``send`` (None if it cannot be found)."""
+    owner = getattr(send, "__self__", None)
+    found = getattr(owner, "transport", None)
+    if found is not None or depth == 0:
+        return found
+    for cell in getattr(send, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:
+            continue
+        if callable(inner):
+            found = _transport(inner, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+class FaultInjector:
+    def __init__(self, app: ASGIApp, ctx: ServerContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        chaos = self.ctx.chaos
+        started = time.perf_counter()
+        raw, receive = await _buffered(receive)
+        headers = dict(scope["headers"])
+        body = _json(raw)
+        info = RequestInfo(
+            method=scope["method"],
+            path=scope["path"],
+            model=body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None,
+            stream=bool(isinstance(body, dict) and body.get("stream") is True),
+            tools=bool(isinstance(body, dict) and (body.get("tools") or body.get("functions"))),
+            session=headers.get(SESSION_HEADER, b"").decode("latin-1") or None,
+            retry_attempt=_int(headers.get(RETRY_HEADER)),
+        )
+        entry = chaos.journal.open(
+            time=self.ctx.clock.now(),
+            method=info.method,
+            path=info.path,
+            session=info.session,
+            retry_attempt=info.retry_attempt,
+            body=body,
+        )
+        scope = {**scope, BODY_KEY: (raw, body)}
+        style = self.ctx.profile_of(scope).error_style
+        recorder = _Recorder(send, entry, info.stream)
+        try:
+            asked = catalogue.parse(headers.get(FAULT_HEADER, b"").decode("latin-1"))
+        except FaultError as exc:
+            await _answer(recorder, InvalidRequest(str(exc), param="x-mockserver-fault"), style)
+            return self._close(entry, started, info.stream)
+        plan: tuple[Fault, ...] = ()
+        if asked or chaos.rules.active:
+            rng = catalogue.request_rng(
+                self.ctx.settings.seed, info.method, info.path, raw, info.session, info.retry_attempt
+            )
+            plan = chaos.rules.decide(info, asked, rng)
+        entry.faults = [f.render() for f in plan]
+        recorder.extra = [(b"x-mockserver-faults", "; ".join(entry.faults).encode())] if plan else []
+        if chaos.limiter.active:
+            key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
+            decision = chaos.limiter.take(key, info.model or "", estimate_tokens(body))
+            recorder.extra += [(k.encode(), v.encode()) for k, v in decision.headers.items()]
+            if not decision.allowed:
+                wait = max(decision.retry_after, 0.001)
+                error = _Status(
+                    429,
+                    decision.exhausted,
+                    f"Rate limit reached for {info.model or 'the model'} on "
+                    f"{decision.exhausted} per min. Please try again in {wait:.3g}s.",
+                    "rate_limit_exceeded",
+                    headers=_retry_headers(round(wait, 3)),
+                )
+                await _answer(recorder, error, style)
+                return self._close(entry, started, info.stream)
+        try:
+            await self._apply(plan, scope, receive, recorder, info, style)
+        except StreamEnded as ended:
+            entry.ended = ended.how  # type: ignore[assignment]
+        finally:
+            self._close(entry, started, info.stream)
+
+    async def _apply(
+        self, plan: tuple[Fault, ...], scope: Scope, receive: Receive, send: _Recorder, info: RequestInfo, style: str
+    ) -> None:
+        by_kind = {f.kind: f for f in plan}
+        if "http" in by_kind:
+            fault = next(f for f in plan if f.kind == "http" and f.name != "http.should_retry")
+            answer = http_error(fault, info.model)
+            retry = next((f for f in plan if f.name == "http.should_retry"), None)
+            extra = {"x-should-retry": "true" if retry["value"] else "false"} if retry is not None else {}
+            if isinstance(answer, APIError):
+                answer.headers = {**answer.headers, **extra}
+                await _answer(send, answer, style)
+            else:
+                status, html, media = answer
+                await _raw(send, status, html, media, extra)
+            return
+        transport = _transport(send.inner)
+        if "transport" in by_kind:
+            await self._transport_fault(by_kind["transport"], transport, receive, send)
+            return
+        stream = tuple(f for f in plan if f.kind == "stream")
+        scope[PLAN_KEY] = plan
+        if not stream:
+            await self.app(scope, receive, send)
+            return
+        closed = (lambda: transport.is_closing()) if transport is not None else (lambda: False)
+        await self.app(scope, receive, StreamFaults(send, stream, transport, closed))
+
+    async def _transport_fault(self, fault: Fault, transport: Any, receive: Receive, send: _Recorder) -> None:
+        entry = send.entry
+        if fault.name == "transport.hang":
+            entry.ended = "hang"
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        if fault.name == "transport.truncated":
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-', "more_body": True})
+        elif transport is not None and fault.name == "transport.garbage":
+            transport.write(b"\x00\x13NOT HTTP AT ALL\r\n\r\n\xff\xfe")
+        entry.ended = "reset" if fault.name == "transport.reset" else "eof"
+        if fault.name == "transport.reset":
+            reset(transport)
+        elif transport is not None:
+            transport.close()
+        await asyncio.sleep(0.01)  # the server notices the connection is gone before we return
+
+    def _close(self, entry: Entry, started: float, stream: bool) -> None:
+        entry.duration = time.perf_counter() - started
+        if entry.ended == "pending":  # the body never finished: the client left, or the app failed
+            entry.ended = "client_disconnect" if stream and entry.status == 200 else "error"
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """The whole request body, and a ``receive`` that replays it, then passes through."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    raw = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        return await receive()
+
+    return raw, replay
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _int(value: bytes | None) -> int:
+    try:
+        return int(value or b"0")
+    except ValueError:
+        return 0
+
+
+class _Recorder:
+    """``send`` that journals what goes out and adds the injector's headers."""
+
+    def __init__(self, send: Send, entry: Entry, streaming: bool) -> None:
+        self.inner = send
+        self.entry = entry
+        self.streaming = streaming
+        self.extra: list[tuple[bytes, bytes]] = []
+
+    _tail = b""  # the end of the last body message: an event marker may straddle two writes
+
+    def _count(self, body: bytes) -> None:
+        window = self._tail + body
+        self.entry.events += window.count(b"data: ") - window.count(b"data: [DONE]")
+        self.entry.events -= self._tail.count(b"data: ") - self._tail.count(b"data: [DONE]")
+        self._tail = window[-12:]
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.entry.status = message["status"]
+            headers = list(message.get("headers", [])) + self.extra
+            for key, value in headers:
+                if key == b"x-mockserver-seed":
+                    self.entry.seed = int(value)
+                elif key == b"retry-after":
+                    self.entry.retry_after = float(value)
+            message = {**message, "headers": headers}
+        elif message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            self.entry.bytes += len(body)
+            self._count(body)
+            if (self._tail + body).endswith(b"data: [DONE]\n\n"):
+                self.entry.ended = "done"
+            elif not message.get("more_body", False) and self.entry.ended == "pending":
+                self.entry.ended = "eof" if self.streaming else "done"
+        try:
+            await self.inner(message)
+        except OSError:
+            self.entry.ended = "client_disconnect"
+            raise
+
+
+async def _answer(send: _Recorder, error: APIError, style: Any) -> None:
+    body = json.dumps(error.body(style), separators=(",", ":")).encode()
+    await _raw(send, error.status, body, "application/json", error.headers)
+
+
+async def _raw(send: _Recorder, status: int, body: bytes, media: str, headers: dict[str, str]) -> None:
+    head = [(b"content-type", media.encode()), (b"content-length", str(len(body)).encode())]
+    head += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

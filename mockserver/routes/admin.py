@@ -1,0 +1,162 @@
+"""The admin API under ``/__mockserver/``: faults, rules, the journal, the clock, reset.
+
+It never shares a path with a provider surface, answers loopback clients only unless
+``--admin-remote``, and wants ``Authorization: Bearer <--admin-token>`` when one is set.
+Everything is JSON; errors use OpenAI's envelope like the rest of the server. A
+``session`` (query parameter or ``x-mockserver-session``) scopes rules, the journal and
+reset to one test worker.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from mockserver.clock import VirtualClock
+from mockserver.context import ServerContext
+from mockserver.errors import APIError, AuthenticationError, InvalidRequest, NotFound
+from mockserver.faults import CATALOGUE
+from mockserver.journal import verdicts
+from mockserver.routes.generate import parse_json
+from mockserver.streaming import dumps
+
+__all__ = ["routes"]
+
+PREFIX = "/__mockserver"
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
+
+
+class Forbidden(APIError):
+    status = 403
+    type = "invalid_request_error"
+
+
+Handler = Callable[[Request, ServerContext], Awaitable[Any]]
+
+
+def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        ctx: ServerContext = request.app.state.ctx
+        settings = ctx.settings
+        client = request.client.host if request.client is not None else ""
+        if not settings.admin_remote and client not in _LOOPBACK:
+            raise Forbidden("The admin API answers loopback clients only (start with --admin-remote).")
+        if settings.admin_token:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), settings.admin_token):
+                raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin token>'.")
+        body = await handler(request, ctx)
+        return Response(dumps(body), media_type="application/json")
+
+    return endpoint
+
+
+def _session(request: Request) -> str | None:
+    return request.query_params.get("session") or request.headers.get("x-mockserver-session") or None
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    return parse_json(raw) if raw.strip() else {}
+
+
+async def faults(request: Request, ctx: ServerContext) -> Any:
+    """GET: the catalogue and the defaults. POST ``{"faults": spec}``: a rule for every request
+    (of the session). DELETE: drop the session's rules (all rules without a session)."""
+    rules = ctx.chaos.rules
+    if request.method == "POST":
+        data = await _body(request)
+        session = data.get("session", _session(request))
+        return _added(rules.add, {"faults": data.get("faults"), "session": session})
+    if request.method == "DELETE":
+        rules.clear(_session(request))
+        return {"cleared": True}
+    return {
+        "defaults": [f.render() for f in rules.defaults],
+        "catalogue": [
+            {"name": name, "kind": e.kind, "doc": e.doc, "params": dict(e.defaults)} for name, e in CATALOGUE.items()
+        ],
+    }
+
+
+def _added(add: Callable[[dict[str, Any]], Any], data: dict[str, Any]) -> Any:
+    try:
+        return add({k: v for k, v in data.items() if v is not None}).to_json()
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="faults") from None
+
+
+async def rules(request: Request, ctx: ServerContext) -> Any:
+    """GET: the rules (of the session). POST a rule. DELETE: drop the session's rules."""
+    book = ctx.chaos.rules
+    if request.method == "POST":
+        data = await _body(request)
+        if "session" not in data and _session(request) is not None:
+            data["session"] = _session(request)
+        return _added(book.add, data)
+    if request.method == "DELETE":
+        book.clear(_session(request))
+        return {"cleared": True}
+    return {"rules": [r.to_json() for r in book.list(_session(request))]}
+
+
+async def rule(request: Request, ctx: ServerContext) -> Any:
+    """DELETE /rules/{id}."""
+    rule_id = int(request.path_params["rule_id"])
+    if not ctx.chaos.rules.remove(rule_id):
+        raise NotFound(f"No rule {rule_id}.")
+    return {"deleted": rule_id}
+
+
+async def journal(request: Request, ctx: ServerContext) -> Any:
+    """GET: the entries (of the session) and verdicts on its retries. DELETE: clear them."""
+    session = _session(request)
+    if request.method == "DELETE":
+        ctx.chaos.journal.clear(session)
+        return {"cleared": True}
+    entries = ctx.chaos.journal.entries(session)
+    return {"entries": [e.to_json() for e in entries], "verdicts": verdicts(entries)}
+
+
+async def clock(request: Request, ctx: ServerContext) -> Any:
+    """GET: the server's time. POST ``{"advance": seconds}`` or ``{"set": epoch}`` (virtual clock only)."""
+    if request.method == "POST":
+        if not isinstance(ctx.clock, VirtualClock):
+            raise InvalidRequest("The server runs on real time; start it with --frozen-time to step its clock.")
+        data = await _body(request)
+        advance, at = data.get("advance"), data.get("set")
+        if isinstance(advance, int | float) and not isinstance(advance, bool) and advance >= 0:
+            ctx.clock.advance(float(advance))
+        elif isinstance(at, int | float) and not isinstance(at, bool):
+            ctx.clock.at = float(at)
+        else:
+            raise InvalidRequest('Send {"advance": seconds ≥ 0} or {"set": epoch seconds}.', param="advance")
+    return {"now": ctx.clock.now(), "virtual": isinstance(ctx.clock, VirtualClock)}
+
+
+async def reset(request: Request, ctx: ServerContext) -> Any:
+    """Forget rules, the journal and rate-limit buckets (only the session's, with a session)."""
+    session = _session(request)
+    if session is None:
+        ctx.chaos.reset()
+    else:
+        ctx.chaos.rules.clear(session)
+        ctx.chaos.journal.clear(session)
+    return {"reset": True}
+
+
+def routes() -> list[BaseRoute]:
+    both = ["GET", "POST", "DELETE"]
+    return [
+        Route(f"{PREFIX}/faults", _admin(faults), methods=both),
+        Route(f"{PREFIX}/rules", _admin(rules), methods=both),
+        Route(PREFIX + "/rules/{rule_id:int}", _admin(rule), methods=["DELETE"]),
+        Route(f"{PREFIX}/journal", _admin(journal), methods=["GET", "DELETE"]),
+        Route(f"{PREFIX}/clock", _admin(clock), methods=["GET", "POST"]),
+        Route(f"{PREFIX}/reset", _admin(reset), methods=["POST"]),
+    ]
