@@ -158,7 +158,7 @@ class FaultInjector:
             retry_attempt=_int(headers.get(RETRY_HEADER)),
         )
         entry = chaos.journal.open(
-            time=self.ctx.clock.now(),
+            time=time.time(),
             method=info.method,
             path=info.path,
             session=info.session,
@@ -230,7 +230,12 @@ class FaultInjector:
             await self.app(scope, receive, send)
             return
         closed = (lambda: transport.is_closing()) if transport is not None else (lambda: False)
-        await self.app(scope, receive, StreamFaults(send, stream, transport, closed))
+        breaker = StreamFaults(send, stream, transport, closed)
+        try:
+            await self.app(scope, receive, breaker)
+        finally:
+            if breaker.stalling and send.entry.ended == "pending":
+                send.entry.ended = "stall"  # the client gave up during a stall
 
     async def _transport_fault(self, fault: Fault, transport: Any, receive: Receive, send: _Recorder) -> None:
         entry = send.entry

@@ -27,7 +27,8 @@ RETRYABLE = frozenset({408, 409, 429})
 @dataclass(slots=True)
 class Entry:
     id: int
-    time: float  # the server clock when the request arrived
+    time: float  # wall-clock seconds when it arrived (real time even on a virtual clock:
+    # the journal is about what the client did, and clients wait in real time)
     method: str
     path: str
     session: str | None

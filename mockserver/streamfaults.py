@@ -55,6 +55,7 @@ class StreamFaults:
         self._closed = closed  # has the client gone? (polled while stalling)
         self._sse = False
         self.events = 0
+        self.stalling = False  # inside a stall right now (the journal's ending if the client leaves)
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -114,6 +115,7 @@ class StreamFaults:
 
     async def _stall(self, seconds: float, keepalive: float) -> None:
         """Say nothing (or only keep-alive comments) for ``seconds``; 0 is until the client leaves."""
+        self.stalling = True
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds if seconds > 0 else float("inf")
         next_comment = loop.time() + keepalive if keepalive > 0 else float("inf")
@@ -124,6 +126,7 @@ class StreamFaults:
             if loop.time() >= next_comment:
                 await self._write(KEEPALIVE)
                 next_comment += keepalive
+        self.stalling = False
 
     def _rewrite(self, frame: bytes) -> bytes | None:
         """Drop or edit a JSON event for the faults that change chunks (None: drop it)."""
