@@ -144,6 +144,7 @@ def create_app(
     app.state.ctx = ctx
     if settings.api_keys:
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
-    app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
+    if settings.injector:
+        app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
     app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
     return app

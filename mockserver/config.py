@@ -41,6 +41,9 @@ class Settings(BaseSettings):
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
     )
     log_level: str = Field("warning", description="uvicorn log level.")
+    injector: bool = Field(
+        True, description="Fault injection, rate limits and the journal (off: provider paths bypass them)."
+    )
     faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (README: Faults).")
     latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (README: Latency).")
     time_scale: float = Field(1.0, ge=0, description="Multiplies every latency delay (0.01 for fast CI).")

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mockserver import faults as catalogue
 from mockserver.context import ServerContext
-from mockserver.errors import APIError, ContextLengthExceeded, InvalidRequest
+from mockserver.errors import APIError, ContextLengthExceeded, ErrorStyle, InvalidRequest
 from mockserver.faults import Fault, FaultError
 from mockserver.journal import Entry
 from mockserver.ratelimit import estimate_tokens
@@ -38,6 +38,7 @@ BODY_KEY = "mockserver.body"  # the parsed JSON body, so the handler does not pa
 FAULT_HEADER = b"x-mockserver-fault"
 SESSION_HEADER = b"x-mockserver-session"
 RETRY_HEADER = b"x-stainless-retry-count"
+_WANTED = frozenset({FAULT_HEADER, SESSION_HEADER, RETRY_HEADER, b"authorization"})
 
 
 class _Status(APIError):
@@ -146,88 +147,109 @@ class FaultInjector:
         chaos = self.ctx.chaos
         started = time.perf_counter()
         raw, receive = await _buffered(receive)
-        headers = dict(scope["headers"])
+        wanted: dict[bytes, bytes] = {}
+        for key, value in scope["headers"]:  # one pass; a dict of every header costs more
+            if key in _WANTED:
+                wanted[key] = value
         body = _json(raw)
-        info = RequestInfo(
-            method=scope["method"],
-            path=scope["path"],
-            model=body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None,
-            stream=bool(isinstance(body, dict) and body.get("stream") is True),
-            tools=bool(isinstance(body, dict) and (body.get("tools") or body.get("functions"))),
-            session=headers.get(SESSION_HEADER, b"").decode("latin-1") or None,
-            retry_attempt=_int(headers.get(RETRY_HEADER)),
-        )
+        fields = body if isinstance(body, dict) else {}
+        session = wanted.get(SESSION_HEADER, b"").decode("latin-1") or None
+        retry_attempt = _int(wanted.get(RETRY_HEADER))
+        stream = fields.get("stream") is True
         entry = chaos.journal.open(
             time=time.time(),
-            method=info.method,
-            path=info.path,
-            session=info.session,
-            retry_attempt=info.retry_attempt,
+            method=scope["method"],
+            path=scope["path"],
+            session=session,
+            retry_attempt=retry_attempt,
             body=body,
         )
-        scope = {**scope, BODY_KEY: (raw, body)}
-        style = self.ctx.profile_of(scope).error_style
-        recorder = _Recorder(send, entry, info.stream)
+        scope[BODY_KEY] = (raw, body)
+        recorder = _Recorder(send, entry, stream)
         try:
-            asked = catalogue.parse(headers.get(FAULT_HEADER, b"").decode("latin-1"))
-        except FaultError as exc:
-            await _answer(recorder, InvalidRequest(str(exc), param="x-mockserver-fault"), style)
-            return self._close(entry, started, info.stream)
-        plan: tuple[Fault, ...] = ()
-        if asked or chaos.rules.active:
-            rng = catalogue.request_rng(
-                self.ctx.settings.seed, info.method, info.path, raw, info.session, info.retry_attempt
-            )
-            plan = chaos.rules.decide(info, asked, rng)
-        entry.faults = [f.render() for f in plan]
-        recorder.extra = [(b"x-mockserver-faults", "; ".join(entry.faults).encode())] if plan else []
-        if chaos.limiter.active:
-            key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
-            decision = chaos.limiter.take(key, info.model or "", estimate_tokens(body))
-            recorder.extra += [(k.encode(), v.encode()) for k, v in decision.headers.items()]
-            if not decision.allowed:
-                wait = max(decision.retry_after, 0.001)
-                error = _Status(
-                    429,
-                    decision.exhausted,
-                    f"Rate limit reached for {info.model or 'the model'} on "
-                    f"{decision.exhausted} per min. Please try again in {wait:.3g}s.",
-                    "rate_limit_exceeded",
-                    headers=_retry_headers(round(wait, 3)),
+            try:
+                asked = catalogue.parse(wanted.get(FAULT_HEADER, b"").decode("latin-1"))
+            except FaultError as exc:
+                await _answer(recorder, InvalidRequest(str(exc), param="x-mockserver-fault"), self._style(scope))
+                return
+            model = fields.get("model") if isinstance(fields.get("model"), str) else None
+            plan: tuple[Fault, ...] = ()
+            if asked or chaos.rules.active:
+                info = RequestInfo(
+                    method=scope["method"],
+                    path=scope["path"],
+                    model=model,
+                    stream=stream,
+                    tools=bool(fields.get("tools") or fields.get("functions")),
+                    session=session,
+                    retry_attempt=retry_attempt,
                 )
-                await _answer(recorder, error, style)
-                return self._close(entry, started, info.stream)
-        try:
-            await self._apply(plan, scope, receive, recorder, info, style)
+                rng = catalogue.request_rng(self.ctx.settings.seed, info.method, info.path, raw, session, retry_attempt)
+                plan = chaos.rules.decide(info, asked, rng)
+                entry.faults = [f.render() for f in plan]
+                if plan:
+                    recorder.extra.append((b"x-mockserver-faults", "; ".join(entry.faults).encode()))
+            if chaos.limiter.active and not await self._charge(wanted, model, body, recorder, scope):
+                return
+            if plan:
+                await self._apply(plan, scope, receive, recorder, model)
+            else:
+                await self.app(scope, receive, recorder)
         except StreamEnded as ended:
             entry.ended = ended.how  # type: ignore[assignment]
         finally:
-            self._close(entry, started, info.stream)
+            self._close(entry, started, stream)
+
+    def _style(self, scope: Scope) -> ErrorStyle:
+        return self.ctx.profile_of(scope).error_style
+
+    async def _charge(
+        self, wanted: dict[bytes, bytes], model: str | None, body: Any, send: _Recorder, scope: Scope
+    ) -> bool:
+        """Take from the rate limiter; False (after answering 429) when a bucket is empty."""
+        key = wanted.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
+        decision = self.ctx.chaos.limiter.take(key, model or "", estimate_tokens(body))
+        send.extra += [(k.encode(), v.encode()) for k, v in decision.headers.items()]
+        if decision.allowed:
+            return True
+        wait = max(decision.retry_after, 0.001)
+        error = _Status(
+            429,
+            decision.exhausted,
+            f"Rate limit reached for {model or 'the model'} on {decision.exhausted} per min. "
+            f"Please try again in {wait:.3g}s.",
+            "rate_limit_exceeded",
+            headers=_retry_headers(round(wait, 3)),
+        )
+        await _answer(send, error, self._style(scope))
+        return False
 
     async def _apply(
-        self, plan: tuple[Fault, ...], scope: Scope, receive: Receive, send: _Recorder, info: RequestInfo, style: str
+        self, plan: tuple[Fault, ...], scope: Scope, receive: Receive, send: _Recorder, model: str | None
     ) -> None:
-        by_kind = {f.kind: f for f in plan}
+        by_kind: dict[str, Fault] = {}
+        for fault in plan:  # of two faults of one kind, the first listed wins
+            if fault.name != "http.should_retry":
+                by_kind.setdefault(fault.kind, fault)
         if "http" in by_kind:
-            fault = next(f for f in plan if f.kind == "http" and f.name != "http.should_retry")
-            answer = http_error(fault, info.model)
+            answer = http_error(by_kind["http"], model)
             retry = next((f for f in plan if f.name == "http.should_retry"), None)
             extra = {"x-should-retry": "true" if retry["value"] else "false"} if retry is not None else {}
             if isinstance(answer, APIError):
                 answer.headers = {**answer.headers, **extra}
-                await _answer(send, answer, style)
+                await _answer(send, answer, self._style(scope))
             else:
                 status, html, media = answer
                 await _raw(send, status, html, media, extra)
             return
+        scope[PLAN_KEY] = plan
+        stream = tuple(f for f in plan if f.kind == "stream")
+        if "transport" not in by_kind and not stream:
+            await self.app(scope, receive, send)
+            return
         transport = _transport(send.inner)
         if "transport" in by_kind:
             await self._transport_fault(by_kind["transport"], transport, receive, send)
-            return
-        stream = tuple(f for f in plan if f.kind == "stream")
-        scope[PLAN_KEY] = plan
-        if not stream:
-            await self.app(scope, receive, send)
             return
         closed = (lambda: transport.is_closing()) if transport is not None else (lambda: False)
         breaker = StreamFaults(send, stream, transport, closed)

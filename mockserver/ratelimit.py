@@ -56,7 +56,9 @@ class _Bucket:
         self.at = now
 
     def wait_for(self, amount: float) -> float:
-        return 0.0 if self.level >= amount else (amount - self.level) / self.rate
+        # A hair of tolerance: epoch seconds near 1.7e9 resolve only ~0.2 µs, and 0.6 s at
+        # 100/min must refill one whole request, not 0.9999996 of one.
+        return 0.0 if self.level + 1e-5 >= amount else (amount - self.level) / self.rate
 
     def to_full(self) -> float:
         return (self.capacity - self.level) / self.rate

@@ -138,7 +138,9 @@ def _stream(live: Live, fault: str, **kw: Any) -> list[Any]:
 
 def _raw_stream(live: Live, fault: str) -> list[bytes]:
     body = {"model": "m", "messages": MSGS, "seed": 1, "max_tokens": 12, "stream": True}
-    with httpx.stream("POST", live.base_url + "/chat/completions", json=body, headers={"x-mockserver-fault": fault}) as r:
+    with httpx.stream(
+        "POST", live.base_url + "/chat/completions", json=body, headers={"x-mockserver-fault": fault}
+    ) as r:
         return list(r.iter_raw())
 
 
