@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve the API (default 127.0.0.1:4010, reference model)")
     add_settings_flags(serve)
+    cassettes = commands.add_parser("cassettes", help="work with recorded cassettes")
+    cassette_actions = cassettes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    check = cassette_actions.add_parser("check", help="exit 1 if a secret pattern is present under DIR (for CI)")
+    check.add_argument("dir", metavar="DIR", help="a cassette directory (or one file)")
     return parser
 
 
@@ -85,6 +89,10 @@ def serve(settings: Settings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "cassettes":
+        from mockserver.redact import check
+
+        return check(args.dir)
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:
