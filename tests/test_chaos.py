@@ -52,7 +52,8 @@ def test_remaining_counts_stay_exact_under_64_concurrent_clients(limited: Live) 
 
 def test_an_empty_bucket_is_a_429_until_the_virtual_clock_refills_it(limited: Live) -> None:
     headers = {"authorization": "Bearer key-drain"}
-    statuses = [httpx.get(limited.base_url + "/models", headers=headers).status_code for _ in range(101)]
+    with httpx.Client() as client:
+        statuses = [client.get(limited.base_url + "/models", headers=headers).status_code for _ in range(101)]
     assert statuses == [200] * 100 + [429]
     refused = httpx.get(limited.base_url + "/models", headers=headers)
     assert refused.json()["error"]["code"] == "rate_limit_exceeded"
@@ -242,5 +243,5 @@ def test_same_seed_same_fault_decisions_over_1000_requests_in_two_processes() ->
     counts = {status: a.count(status) for status in set(a)}
     assert set(counts) == {500, 429, 404}  # an unlisted model id: 404 when no fault fires
     assert 230 < counts[500] < 370 and 150 < counts[429] < 270
-    with serve_in_process(["--seed", "12"]) as other:
-        assert _decisions(other) != a
+    with serve_in_thread(create_app(Settings(seed=12))) as other:
+        assert _decisions(other) != a  # another global seed, other decisions

@@ -243,7 +243,8 @@ def test_latency_ttft_delays_the_first_token(server: Live) -> None:
 def test_probabilities_are_seeded_per_request(server: Live) -> None:
     def decisions() -> list[int]:
         header = {"x-mockserver-fault": "http.500@p=0.5"}
-        return [httpx.get(f"{server.base_url}/models/m-{i}", headers=header).status_code for i in range(60)]
+        with httpx.Client(base_url=server.base_url) as client:
+            return [client.get(f"/models/m-{i}", headers=header).status_code for i in range(60)]
 
     first = decisions()
     assert first == decisions()
