@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from mockserver.best_of import best_of
 from mockserver.faults import Fault
-from mockserver.generation import Backend, Event, Finished, FinishReason, GenerationRequest, Result
+from mockserver.generation import Backend, Event, Finished, FinishReason, GenerationRequest, Refusal, Result, TextDelta
 from mockserver.latency import Timeline, paced
 from mockserver.seeding import digest
 
@@ -40,6 +40,8 @@ class Engine:
         finish = next((_FINISH_FAULTS[f.name] for f in faults if f.name in _FINISH_FAULTS), None)
         if finish is not None:
             stream = _finishing(stream, finish)
+        if any(f.name == "content.refusal" for f in faults):
+            stream = _refusing(stream)
         timeline = self.timeline.with_faults(faults) if faults else self.timeline
         if not timeline.idle:
             # The request's own generator: the same request waits the same, run after run.
@@ -74,6 +76,24 @@ async def _finishing(events: AsyncIterator[Event], reason: FinishReason) -> Asyn
     try:
         async for event in events:
             yield replace(event, reason=reason, matched=None) if isinstance(event, Finished) else event
+    finally:
+        await _aclose(events)
+
+
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+async def _refusing(events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """Every choice refuses (the ``content.refusal`` fault): its generated text is replaced by
+    one refusal; the prompt echo, usage and finish stay the model's."""
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta) and not event.echo:
+                continue
+            if isinstance(event, Finished):
+                yield Refusal(event.index, REFUSAL)
+                event = replace(event, reason="stop", matched=None)
+            yield event
     finally:
         await _aclose(events)
 

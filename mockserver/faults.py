@@ -89,6 +89,7 @@ CATALOGUE: Mapping[str, Entry] = MappingProxyType(
         "stream.no_usage": Entry("stream", "the usage chunk is dropped despite `include_usage`"),
         "content.length": Entry("content", "every choice finishes with `length`"),
         "content.filter": Entry("content", "every choice finishes with `content_filter`"),
+        "content.refusal": Entry("content", "every choice refuses: chat's `refusal` instead of `content`"),
         "latency.ttft": Entry("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
         "latency.itl": Entry("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
         "latency.queue": Entry("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),

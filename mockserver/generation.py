@@ -29,6 +29,7 @@ __all__ = [
     "Prompt",
     "PromptLogprobs",
     "PromptPosition",
+    "Refusal",
     "Result",
     "Sampling",
     "Scored",
@@ -196,6 +197,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """The assistant declines: text for chat's ``refusal`` field instead of ``content``."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """A fragment of a tool call (the tools issue emits these)."""
 
@@ -227,7 +236,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-ChoiceEvent = Started | PromptLogprobs | TextDelta | ToolCallDelta | Finished  # one choice's
+ChoiceEvent = Started | PromptLogprobs | TextDelta | Refusal | ToolCallDelta | Finished  # one choice's
 Event = ChoiceEvent | Usage
 
 
@@ -258,6 +267,7 @@ class ChoiceResult:
     tokens: list[Token] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     prompt_logprobs: tuple[PromptPosition | None, ...] | None = None
+    refusal: str | None = None
     finish_reason: FinishReason | None = None
     matched: str | int | None = None
     length: int = 0  # characters of text so far (text_offset needs it per delta)
@@ -302,6 +312,9 @@ class Result:
             choice.matched = event.matched
         elif isinstance(event, PromptLogprobs):
             self.choice(event.index).prompt_logprobs = event.positions
+        elif isinstance(event, Refusal):
+            choice = self.choice(event.index)
+            choice.refusal = (choice.refusal or "") + event.text
         else:
             self.usage = event
 

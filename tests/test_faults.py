@@ -229,6 +229,19 @@ def test_content_faults_set_the_finish_reason(server: Live, fault: str, reason: 
     assert _stream(server, fault)[-2].choices[0].finish_reason == reason
 
 
+def test_refusal_uses_chats_refusal_field(server: Live) -> None:
+    from tests.spec import validate
+
+    done = _chat(_client(server, "content.refusal"))
+    message = done.choices[0].message
+    assert message.content is None and message.refusal == "I'm sorry, but I can't help with that."
+    assert done.choices[0].finish_reason == "stop"
+    validate("CreateChatCompletionResponse", done.model_dump(mode="json", exclude_unset=True))
+    chunks = _stream(server, "content.refusal")
+    assert "".join(c.choices[0].delta.refusal or "" for c in chunks if c.choices) == message.refusal
+    assert _text(chunks) == ""
+
+
 def test_latency_ttft_delays_the_first_token(server: Live) -> None:
     client = _client(server, "latency.ttft=300")
     response = client.chat.completions.with_raw_response.create(model="m", messages=MSGS, seed=1, max_tokens=4)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from mockserver.generation import (
     Finished,
     GenerationRequest,
     Prompt,
+    Refusal,
     Result,
     Started,
     TextDelta,
@@ -103,7 +104,12 @@ class ChatCodec:
         choices: list[dict[str, Any]] = [
             {
                 "index": c.index,
-                "message": {"role": "assistant", "content": c.text, "refusal": None, "annotations": []},
+                "message": {
+                    "role": "assistant",
+                    "content": None if c.refusal is not None and not c.text else c.text,
+                    "refusal": c.refusal,
+                    "annotations": [],
+                },
                 "logprobs": self._logprobs(call, c.tokens, 0),
                 **call.finish(c.finish_reason, c.matched),
             }
@@ -125,6 +131,8 @@ class ChatCodec:
         if isinstance(event, TextDelta):
             start = result.choices[event.index].length - len(event.text)
             return [self._chunk(call, event.index, {"content": event.text}, self._logprobs(call, event.tokens, start))]
+        if isinstance(event, Refusal):
+            return [self._chunk(call, event.index, {"refusal": event.text})]
         if isinstance(event, Finished):
             return [self._chunk(call, event.index, {}, None, **call.finish(event.reason, event.matched))]
         return []

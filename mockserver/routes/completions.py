@@ -21,6 +21,7 @@ from mockserver.generation import (
     Finished,
     GenerationRequest,
     Prompt,
+    Refusal,
     Result,
     TextDelta,
 )
@@ -72,7 +73,7 @@ class CompletionsCodec:
         choices = []
         for c in result.ordered():
             choice = {
-                "text": c.text,
+                "text": c.text + (c.refusal or ""),
                 "index": c.index,
                 "logprobs": logprobs.legacy(c.tokens, 0) if wants_logprobs else None,
                 **call.finish(c.finish_reason, c.matched),
@@ -91,6 +92,9 @@ class CompletionsCodec:
             if call.gen.sampling.logprobs is not None:
                 lp = logprobs.legacy(event.tokens, result.choices[event.index].length - len(event.text))
             choice = {"text": event.text, "index": event.index, "logprobs": lp, **call.finish(None, None)}
+            return [call.chunk(self.object(call), [choice])]
+        if isinstance(event, Refusal):  # completions have no refusal field: it is the text
+            choice = {"text": event.text, "index": event.index, "logprobs": None, **call.finish(None, None)}
             return [call.chunk(self.object(call), [choice])]
         if isinstance(event, Finished):
             finish = call.finish(event.reason, event.matched)
