@@ -90,6 +90,7 @@ class Sampling:
     stop_token_ids: tuple[int, ...] = ()  # more token ids that end a choice (finish "stop")
     keep_stop: bool = False  # the matched stop string stays at the end of the text
     truncate: bool = False  # prompt + max_tokens over the window: lower max_tokens (else 400)
+    keep_prompt_tokens: int | None = None  # vLLM's truncate_prompt_tokens: only the last k count
     logprobs: int | None = None  # how many alternatives per token; None = no logprobs
     prompt_logprobs: int | None = None  # score every prompt token, with this many alternatives
     echo: bool = False  # completions: return (and score) the prompt too

@@ -128,6 +128,7 @@ def sampling(
         stop_token_ids=_stop_token_ids(body.stop_token_ids, vocab),
         keep_stop=profile.keep_stop if body.include_stop_str_in_output is None else body.include_stop_str_in_output,
         truncate=profile.truncate_by_default if behaviour is None else behaviour == "truncate",
+        keep_prompt_tokens=body.truncate_prompt_tokens,
         logprobs=logprobs,
         prompt_logprobs=body.prompt_logprobs,
         echo=echo,

@@ -241,6 +241,20 @@ def test_truncate_lowers_max_tokens_to_fit_the_window(small: Live) -> None:
     assert httpx.post(small.base_url + "/completions", json=huge).status_code == 400
 
 
+def test_truncate_prompt_tokens_keeps_the_last_k(live: Live) -> None:
+    body = {
+        "model": "m",
+        "prompt": "one two three four five six seven eight nine ten",
+        "max_tokens": 6,
+        "temperature": 0,
+    }
+    whole = httpx.post(live.url + "/vllm/v1/completions", json=body).json()
+    kept = httpx.post(live.url + "/vllm/v1/completions", json={**body, "truncate_prompt_tokens": 3}).json()
+    tail = httpx.post(live.url + "/vllm/v1/completions", json={**body, "prompt": " eight nine ten"}).json()
+    assert kept["usage"]["prompt_tokens"] == 3 < whole["usage"]["prompt_tokens"]
+    assert kept["choices"][0]["text"] == tail["choices"][0]["text"]  # what the model read: the last 3
+
+
 # ---- best_of -------------------------------------------------------------------------------
 
 

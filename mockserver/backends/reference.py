@@ -235,8 +235,10 @@ class _Job:
 
     def _encode(self, prompt: Prompt, param: str) -> list[int]:
         tok = self.runtime.tokenizer
+        keep = self.request.sampling.keep_prompt_tokens
         if prompt.messages is not None:
-            return tok.render_chat([(m.role, m.content) for m in prompt.messages])
+            rendered = tok.render_chat([(m.role, m.content) for m in prompt.messages])
+            return rendered[-keep:] if keep is not None else rendered
         if prompt.token_ids is not None:
             bad = [t for t in prompt.token_ids if not 0 <= t < tok.vocab_size]
             if bad:
@@ -251,7 +253,7 @@ class _Job:
             # Insert mode. The model was never trained to infill, so the suffix conditions it
             # the one way it can read: as a document of its own placed before the prompt.
             ids = [*tok.encode(prompt.suffix), tok.eos_id, *ids]
-        return ids
+        return ids[-keep:] if keep is not None else ids
 
     def _budget(self, prompt_len: int, param: str) -> int:
         window = self.request.context_window

@@ -50,6 +50,7 @@ class GenerationFields(WireModel):
     ignore_eos: bool | None = None
     context_length_exceeded_behavior: Literal["truncate", "error"] | None = None
     prompt_logprobs: int | None = Field(None, ge=0)
+    truncate_prompt_tokens: int | None = Field(None, ge=1)
     service_tier: str | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
