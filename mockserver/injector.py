@@ -146,7 +146,8 @@ class FaultInjector:
             return
         chaos = self.ctx.chaos
         started = time.perf_counter()
-        raw, receive = await _buffered(receive)
+        # GET and HEAD carry no body: nothing to buffer, journal or decide on.
+        raw, receive = (b"", receive) if scope["method"] in ("GET", "HEAD") else await _buffered(receive)
         wanted: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:  # one pass; a dict of every header costs more
             if key in _WANTED:
@@ -338,27 +339,31 @@ class _Recorder:
 
     _tail = b""  # the end of the last body message: an event marker may straddle two writes
 
-    def _count(self, body: bytes) -> None:
+    def _count(self, body: bytes) -> bool:
+        """Count the events in ``body``; True when the stream's terminator has just arrived."""
         window = self._tail + body
         self.entry.events += window.count(b"data: ") - window.count(b"data: [DONE]")
         self.entry.events -= self._tail.count(b"data: ") - self._tail.count(b"data: [DONE]")
-        self._tail = window[-12:]
+        self._tail = window[-16:]
+        return window.endswith(b"data: [DONE]\n\n")
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.entry.status = message["status"]
-            headers = list(message.get("headers", [])) + self.extra
+            headers = message.get("headers", [])
+            if self.extra:
+                headers = [*headers, *self.extra]
             for key, value in headers:
                 if key == b"x-mockserver-seed":
                     self.entry.seed = int(value)
                 elif key == b"retry-after":
                     self.entry.retry_after = float(value)
-            message = {**message, "headers": headers}
+            if self.extra:
+                message = {**message, "headers": headers}
         elif message["type"] == "http.response.body":
             body = message.get("body", b"")
             self.entry.bytes += len(body)
-            self._count(body)
-            if (self._tail + body).endswith(b"data: [DONE]\n\n"):
+            if body and self._count(body):
                 self.entry.ended = "done"
             elif not message.get("more_body", False) and self.entry.ended == "pending":
                 self.entry.ended = "eof" if self.streaming else "done"
