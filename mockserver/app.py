@@ -28,11 +28,13 @@ from mockserver.generation import Backend
 from mockserver.injector import FaultInjector
 from mockserver.journal import Journal
 from mockserver.latency import Timeline
+from mockserver.lifecycle import Lifecycle
 from mockserver.prefix import ProfilePrefix
 from mockserver.profiles import PROFILES, profile_named
 from mockserver.ratelimit import RateLimiter
 from mockserver.routes import routes
 from mockserver.rules import RuleBook
+from mockserver.store import open_store
 from mockserver.streaming import dumps
 
 __all__ = ["create_app"]
@@ -124,6 +126,12 @@ def create_app(
         profile=profile_named(settings.profile),
         chaos=chaos,
         vocab_size=getattr(chosen, "vocab_size", None),
+        responses=Lifecycle(
+            open_store(settings.store, clock, settings.store_size, settings.store_ttl),
+            clock,
+            settings.responses_queue_time,
+            settings.responses_tokens_per_second,
+        ),
     )
 
     @contextlib.asynccontextmanager
@@ -132,6 +140,8 @@ def create_app(
         if warm_up is not None:
             warm_up()  # load the model in the background; /health answers meanwhile
         yield
+        if ctx.responses is not None:
+            await ctx.responses.close()  # background runs stop before the model they run on
         close = getattr(chosen, "close", None)
         if close is not None:
             close()
@@ -142,6 +152,10 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    if settings.cassettes:  # innermost: recordings answer in place of the routes
+        from mockserver.cassette_layer import CassetteLayer  # httpx and vcrpy only when used
+
+        app.add_middleware(CassetteLayer, settings=settings)
     if settings.api_keys:
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
     if settings.injector:

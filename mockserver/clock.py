@@ -7,7 +7,9 @@ freeze time and get byte-identical bodies, and step a virtual clock (``--frozen-
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["Clock", "FrozenClock", "SystemClock", "VirtualClock"]
@@ -25,17 +27,43 @@ class SystemClock:
 
 
 class VirtualClock:
-    """Stands still until told to move: :meth:`advance` (the admin API's ``clock``)."""
+    r"""Stands still until told to move: :meth:`advance` (the admin API's ``clock``).
+
+    Whoever waits for a moment of virtual time (a background response, queued or paced)
+    :meth:`subscribe`\ s to hear each move, instead of polling: nothing else would wake it.
+    """
 
     def __init__(self, at: float) -> None:
-        self.at = at
+        self._at = at
+        self._listeners: list[Callable[[], None]] = []
+
+    @property
+    def at(self) -> float:
+        return self._at
+
+    @at.setter
+    def at(self, value: float) -> None:
+        self._at = value
+        for listener in tuple(self._listeners):  # a copy: listeners may unsubscribe meanwhile
+            listener()
 
     def now(self) -> float:
-        return self.at
+        return self._at
 
     def advance(self, seconds: float) -> float:
-        self.at += seconds
-        return self.at
+        self.at = self._at + seconds
+        return self._at
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` (from whichever thread moves the clock) after every move; the
+        returned function unsubscribes it."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
 
 FrozenClock = VirtualClock  # a virtual clock nobody advances

@@ -7,7 +7,9 @@ from these fields (see :mod:`mockserver.cli`), so each option is written once, h
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mockserver.profiles import PROFILES, profile_named
@@ -29,6 +31,24 @@ class Settings(BaseSettings):
     )
     profile: str = Field("openai", description=f"Dialect of unprefixed paths: {', '.join(PROFILES)}.")
     strict: bool = Field(False, description="Reject (or ignore) what the profile's provider does not document.")
+    cassettes: str = Field("", description="Cassette directory: replay (and record) provider traffic (empty: off).")
+    record_mode: Literal["none", "once", "new_episodes", "all"] = Field(
+        "none",
+        description="none: replay only; once: record when the cassette is new; new_episodes: "
+        "record misses; all: record everything.",
+    )
+    cassette: str = Field("mockserver.yaml", description="Cassette recordings go to (x-mockserver-cassette overrides).")
+    upstream: str = Field("", description="Base URL recordings are fetched from, e.g. https://api.openai.com.")
+    upstream_api_key: SecretStr | None = Field(
+        None, description="Key sent upstream; environment only (MOCKSERVER_UPSTREAM_API_KEY), never written."
+    )
+    on_miss: Literal["error", "reference"] = Field(
+        "error", description="A replay miss: a 404 naming the closest recording, or the reference model's answer."
+    )
+    replay_timing: str = Field("instant", description="instant, recorded, or scaled:X (recorded gaps × X).")
+    match_ignore: list[str] = Field(
+        default_factory=list, description="Body fields (dotted paths) left out when matching recordings."
+    )
     context_window: int = Field(8192, ge=16, description="Context window of models that declare none.")
     reject_unknown_models: bool = Field(False, description="Answer 404 model_not_found for unlisted models.")
     api_keys: list[str] = Field(
@@ -52,6 +72,18 @@ class Settings(BaseSettings):
     journal_size: int = Field(10_000, ge=1, description="Requests the journal keeps (oldest dropped first).")
     admin_token: str = Field("", description="Bearer token the /__mockserver/ admin API requires (empty: none).")
     admin_remote: bool = Field(False, description="Serve the admin API to non-loopback clients too.")
+    # The Responses API: where responses are kept, and how long background runs take.
+    store: str = Field(
+        "memory", description="Where stored responses live: 'memory', or 'sqlite:PATH' (shared by processes)."
+    )
+    store_size: int = Field(10_000, ge=1, description="Responses the in-memory store keeps (oldest dropped first).")
+    store_ttl: float = Field(2_592_000.0, gt=0, description="Seconds (server clock) a stored response is kept.")
+    responses_queue_time: float = Field(
+        0.0, ge=0, description="Seconds (server clock) a background response stays queued."
+    )
+    responses_tokens_per_second: float = Field(
+        0.0, ge=0, description="Pace of background responses on the server clock (0: as fast as the model)."
+    )
 
     @field_validator("profile")
     @classmethod
@@ -74,7 +106,17 @@ class Settings(BaseSettings):
         Timeline.parse(value)
         return value
 
-    @field_validator("models", "api_keys", mode="before")
+    @field_validator("replay_timing")
+    @classmethod
+    def _timing(cls, value: str) -> str:
+        kind, _, factor = value.partition(":")
+        if kind in ("instant", "recorded") and not factor:
+            return value
+        if kind == "scaled" and factor.replace(".", "", 1).isdigit():
+            return value
+        raise ValueError("replay timing is instant, recorded, or scaled:X with X ≥ 0")
+
+    @field_validator("models", "api_keys", "match_ignore", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         # Env vars and flags give "a,b"; pydantic-settings would otherwise want JSON.

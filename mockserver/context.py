@@ -12,6 +12,7 @@ from mockserver.config import Settings
 from mockserver.engine import Engine
 from mockserver.errors import NotFound
 from mockserver.journal import Journal
+from mockserver.lifecycle import Lifecycle
 from mockserver.profiles import PROFILES, Profile
 from mockserver.ratelimit import RateLimiter
 from mockserver.rules import RuleBook
@@ -43,6 +44,7 @@ class ServerContext:
     profile: Profile  # the server's own dialect, answering unprefixed paths
     chaos: Chaos
     vocab_size: int | None = None  # the backend's vocabulary, when it has one (logit_bias checks)
+    responses: Lifecycle | None = None  # the Responses API's store and background runs
     _windows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -87,6 +87,13 @@ CATALOGUE: Mapping[str, Entry] = MappingProxyType(
         ),
         "stream.no_finish_reason": Entry("stream", "no chunk carries a `finish_reason`"),
         "stream.no_usage": Entry("stream", "the usage chunk is dropped despite `include_usage`"),
+        "stream.no_completed": Entry("stream", "a Responses stream's closing `response.completed` event is not sent"),
+        "stream.skip_sequence": Entry(
+            "stream",
+            "a Responses stream skips `sequence_number` N (later events are numbered one higher)",
+            "n",
+            _d(n=1),
+        ),
         "content.length": Entry("content", "every choice finishes with `length`"),
         "content.filter": Entry("content", "every choice finishes with `content_filter`"),
         "content.refusal": Entry("content", "every choice refuses: chat's `refusal` instead of `content`"),

@@ -82,7 +82,8 @@ class StreamFaults:
             if "stream.double_done" in f:
                 await self._write(frame)
             return
-        is_event = frame.startswith(b"data: ")
+        # Data frames, and the Responses API's named events (``event: <type>`` then data).
+        is_event = frame.startswith((b"data: ", b"event: "))
         if is_event:
             number = self.events + 1
             if "stream.error_at" in f and number == int(f["stream.error_at"]["n"]):
@@ -131,6 +132,8 @@ class StreamFaults:
     def _rewrite(self, frame: bytes) -> bytes | None:
         """Drop or edit a JSON event for the faults that change chunks (None: drop it)."""
         f = self._faults
+        if frame.startswith(b"event: "):
+            return _rewrite_named(frame, f)
         if "stream.no_finish_reason" not in f and "stream.no_usage" not in f:
             return frame
         try:
@@ -162,6 +165,26 @@ class StreamFaults:
         if "stream.split_utf8" in self._faults:
             return _split_characters(data)
         return [data]
+
+
+def _rewrite_named(frame: bytes, f: dict[str, Fault]) -> bytes | None:
+    """The Responses faults, on a named event: drop ``response.completed``, or skip one
+    ``sequence_number`` (every number from ``n`` on is one higher)."""
+    if "stream.no_completed" not in f and "stream.skip_sequence" not in f:
+        return frame
+    head, sep, payload = frame.partition(b"data: ")
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        return frame
+    if not sep or not isinstance(event, dict):
+        return frame
+    if "stream.no_completed" in f and event.get("type") == "response.completed":
+        return None
+    number = event.get("sequence_number")
+    if "stream.skip_sequence" in f and isinstance(number, int) and number >= int(f["stream.skip_sequence"]["n"]):
+        event["sequence_number"] = number + 1
+    return head + sep + json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
 def _frames(body: bytes) -> list[bytes]:

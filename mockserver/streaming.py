@@ -20,7 +20,7 @@ from starlette.responses import StreamingResponse
 
 from mockserver.errors import APIError, ErrorStyle, InternalError
 
-__all__ = ["DONE", "dumps", "frame", "sse_response"]
+__all__ = ["DONE", "dumps", "event_sse_response", "frame", "named_frame", "sse_response"]
 
 log = logging.getLogger("mockserver")
 
@@ -58,4 +58,39 @@ def sse_response(
     the first byte are sent in ``style``."""
     return StreamingResponse(
         _guarded(frames, style), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
+    )
+
+
+def named_frame(obj: dict[str, Any]) -> bytes:
+    """A named event, as the Responses API sends them: ``event: <type>`` then its data."""
+    return b"event: " + str(obj["type"]).encode() + b"\n" + frame(obj)
+
+
+async def _guarded_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    last = -1
+    try:
+        async for obj in events:
+            last = obj.get("sequence_number", last)
+            yield named_frame(obj)
+    except APIError as exc:
+        yield named_frame(_error_event(exc, last + 1))
+    except Exception:  # never a stack trace on the wire; the log keeps it
+        log.exception("stream failed after the first byte")
+        yield named_frame(
+            _error_event(InternalError("The server had an error while processing your request."), last + 1)
+        )
+
+
+def _error_event(exc: APIError, number: int) -> dict[str, Any]:
+    return {"type": "error", "code": exc.code, "message": exc.message, "param": exc.param, "sequence_number": number}
+
+
+def event_sse_response(
+    events: AsyncIterator[dict[str, Any]], headers: dict[str, str] | None = None
+) -> StreamingResponse:
+    """Stream named events (each a JSON object with a ``type``), with no ``[DONE]``: a
+    Responses stream ends with its closing event. Errors after the first byte become an
+    ``error`` event numbered after the last event sent."""
+    return StreamingResponse(
+        _guarded_events(events), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from mockserver.routes import admin, chat, completions, health, models
+from mockserver.routes import admin, chat, completions, health, models, responses
 
 __all__ = ["routes"]
 
@@ -16,5 +16,6 @@ def routes() -> list[BaseRoute]:
         Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
         Route("/v1/completions", completions.create, methods=["POST"]),
         Route("/v1/chat/completions", chat.create, methods=["POST"]),
+        *responses.routes(),
         *admin.routes(),
     ]

@@ -1,0 +1,89 @@
+"""Responses store: poll latency with 1,000 stored responses, and memory per stored response.
+
+    python bench/responses_poll.py [--stored 1000] [--polls 3000]
+
+One real response is created over HTTP (16 output tokens with logprobs, so it is a fair
+size); the store is then filled with independent copies of it under new ids (the model's
+time is not what is measured). Polls are ``GET /v1/responses/{id}`` over one keep-alive
+connection against a live uvicorn server in a thread. Memory is what ``tracemalloc`` sees
+the copies take. Not run by the tests.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `python bench/responses_poll.py` puts bench/ on sys.path, not the repository root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import time
+import tracemalloc
+from dataclasses import replace
+
+import httpx
+
+from mockserver.app import create_app
+from mockserver.config import Settings
+from mockserver.store import MemoryStore
+from tests.live import serve_in_thread
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stored", type=int, default=1000)
+    parser.add_argument("--polls", type=int, default=3000)
+    args = parser.parse_args()
+    app = create_app(Settings(frozen_time=1_700_000_000.0))
+    lifecycle = app.state.ctx.responses
+    with serve_in_thread(app) as live, httpx.Client(base_url=live.base_url) as http:
+        body = {
+            "model": "m",
+            "input": "Tell me about Lisbon.",
+            "max_output_tokens": 16,
+            "include": ["message.output_text.logprobs"],
+            "top_logprobs": 2,
+            "extra_body": {"ignore_eos": True},
+        }
+        first = http.post("/responses", json=body).json()
+        store = lifecycle.store
+        assert isinstance(store, MemoryStore)
+        template = asyncio.run(store.get(first["id"]))
+        assert template is not None
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        ids = []
+        for i in range(args.stored):
+            copy = json.loads(json.dumps(template.response))
+            copy["id"] = f"resp_bench{i:06d}"
+            items = tuple(json.loads(json.dumps(template.input_items)))
+            asyncio.run(store.create(replace(template, id=copy["id"], response=copy, input_items=items)))
+            ids.append(copy["id"])
+        per_response = (tracemalloc.get_traced_memory()[0] - before) / args.stored
+        tracemalloc.stop()
+        rng = random.Random(0)
+        for response_id in ids[:50]:  # warm the connection and the routes
+            http.get(f"/responses/{response_id}")
+        latencies = []
+        for _ in range(args.polls):
+            response_id = rng.choice(ids)
+            start = time.perf_counter()
+            answer = http.get(f"/responses/{response_id}")
+            latencies.append((time.perf_counter() - start) * 1000)
+            assert answer.status_code == 200
+        latencies.sort()
+        p50 = statistics.median(latencies)
+        p99 = latencies[int(len(latencies) * 0.99) - 1]
+        size = len(json.dumps(template.response))
+        print(f"stored responses: {len(store)} (each {size} bytes of JSON)")
+        print(f"poll latency over {args.polls} GETs: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {latencies[-1]:.2f} ms")
+        print(f"memory per stored response: {per_response / 1024:.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
