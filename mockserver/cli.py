@@ -29,6 +29,8 @@ def _is_list(annotation: Any) -> bool:
 def add_settings_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per Settings field; unset flags stay ``None`` and defer to env/defaults."""
     for name, field in Settings.model_fields.items():
+        if "environment only" in (field.description or ""):
+            continue  # secrets stay out of argv (and so out of `ps` and shell history)
         flag = "--" + name.replace("_", "-")
         annotation = field.annotation
         default = field.get_default(call_default_factory=True)

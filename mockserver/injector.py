@@ -8,7 +8,7 @@ the content/latency faults handed to the engine through the scope. Every answer 
 faults applied in ``x-mockserver-faults``.
 
 Transport faults need the connection itself, which ASGI does not expose: uvicorn's ``send``
-is a bound method of its protocol cycle, and :func:`_transport` finds the transport behind
+is a bound method of its protocol cycle, and :func:`find_transport` finds the transport behind
 it (through Starlette's wrapper closures). Under another server they degrade to closing the
 response early.
 """
@@ -31,7 +31,7 @@ from mockserver.ratelimit import estimate_tokens
 from mockserver.rules import RequestInfo
 from mockserver.streamfaults import StreamEnded, StreamFaults, reset
 
-__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector"]
+__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector", "buffered", "find_transport"]
 
 PLAN_KEY = "mockserver.faults"  # the faults decided for this request
 BODY_KEY = "mockserver.body"  # the parsed JSON body, so the handler does not parse it twice
@@ -117,7 +117,7 @@ def _retry_headers(seconds: float) -> dict[str, str]:
     return {"retry-after": f"{seconds:g}", "retry-after-ms": str(int(seconds * 1000))}
 
 
-def _transport(send: Any, depth: int = 4) -> Any:
+def find_transport(send: Any, depth: int = 4) -> Any:
     """The asyncio transport behind uvicorn's ``send`` (None if it cannot be found)."""
     owner = getattr(send, "__self__", None)
     found = getattr(owner, "transport", None)
@@ -129,7 +129,7 @@ def _transport(send: Any, depth: int = 4) -> Any:
         except ValueError:
             continue
         if callable(inner):
-            found = _transport(inner, depth - 1)
+            found = find_transport(inner, depth - 1)
             if found is not None:
                 return found
     return None
@@ -147,7 +147,7 @@ class FaultInjector:
         chaos = self.ctx.chaos
         started = time.perf_counter()
         # GET and HEAD carry no body: nothing to buffer, journal or decide on.
-        raw, receive = (b"", receive) if scope["method"] in ("GET", "HEAD") else await _buffered(receive)
+        raw, receive = (b"", receive) if scope["method"] in ("GET", "HEAD") else await buffered(receive)
         wanted: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:  # one pass; a dict of every header costs more
             if key in _WANTED:
@@ -248,7 +248,7 @@ class FaultInjector:
         if "transport" not in by_kind and not stream:
             await self.app(scope, receive, send)
             return
-        transport = _transport(send.inner)
+        transport = find_transport(send.inner)
         if "transport" in by_kind:
             await self._transport_fault(by_kind["transport"], transport, receive, send)
             return
@@ -291,7 +291,7 @@ class FaultInjector:
             entry.ended = "client_disconnect" if stream and entry.status == 200 else "error"
 
 
-async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+async def buffered(receive: Receive) -> tuple[bytes, Receive]:
     """The whole request body, and a ``receive`` that replays it, then passes through."""
     chunks = []
     while True:

@@ -17,8 +17,18 @@ def _serve_args(*argv: str) -> Settings:
 def test_every_setting_is_a_flag() -> None:
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     flags = {opt for action in serve._actions for opt in action.option_strings}
-    for name in Settings.model_fields:
-        assert "--" + name.replace("_", "-") in flags
+    for name, field in Settings.model_fields.items():
+        secret = "environment only" in (field.description or "")
+        assert ("--" + name.replace("_", "-") in flags) != secret, name  # secrets never on argv
+
+
+def test_the_upstream_key_comes_from_the_environment_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOCKSERVER_UPSTREAM_API_KEY", "sk-from-env")
+    key = Settings().upstream_api_key
+    assert key is not None and key.get_secret_value() == "sk-from-env"
+    assert "sk-from-env" not in repr(Settings())  # a SecretStr never prints itself
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--upstream-api-key", "sk-x"])
 
 
 @pytest.mark.parametrize(
