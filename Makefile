@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check mockserver tests bench
+	$(BIN)/ruff check mockserver tests bench cassettes
 	$(BIN)/mypy
 
 bench: $(STAMP)
