@@ -5,8 +5,9 @@
 One real response is created over HTTP (16 output tokens with logprobs, so it is a fair
 size); the store is then filled with independent copies of it under new ids (the model's
 time is not what is measured). Polls are ``GET /v1/responses/{id}`` over one keep-alive
-connection against a live uvicorn server in a thread. Memory is what ``tracemalloc`` sees
-the copies take. Not run by the tests.
+connection against a live uvicorn server in a thread — first from this process, then from a
+load generator in its own process (``bench.loadgen``), which is how a client really polls.
+Memory is what ``tracemalloc`` sees the copies take. Not run by the tests.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dataclasses import replace
 
 import httpx
 
+from bench import driver
+from bench.loadgen import Cell
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.store import MemoryStore
@@ -83,6 +86,23 @@ def main() -> None:
         print(f"stored responses: {len(store)} (each {size} bytes of JSON)")
         print(f"poll latency over {args.polls} GETs: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {latencies[-1]:.2f} ms")
         print(f"memory per stored response: {per_response / 1024:.1f} KiB")
+        # The same polls from a load generator in its own process: the in-process client above
+        # shares the GIL with the server thread, which inflates its tail.
+        port = int(live.url.rsplit(":", 1)[1])
+        for concurrency in (1, 8):
+            cell = Cell(
+                port=port,
+                path=f"/v1/responses/{ids[len(ids) // 2]}",
+                method="GET",
+                concurrency=concurrency,
+                warmup=1.0,
+                duration=5.0,
+            )
+            latency = driver.run_cell(cell)["latency_ms"]
+            print(
+                f"poll latency, separate client process, concurrency {concurrency}: p50 {latency['p50']:.2f} ms, "
+                f"p99 {latency['p99']:.2f} ms, max {latency['max']:.2f} ms"
+            )
 
 
 if __name__ == "__main__":
