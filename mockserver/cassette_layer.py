@@ -37,7 +37,7 @@ from mockserver.cassette import Interaction, Request, Response, StreamCapture
 from mockserver.cassette_store import CassetteDir
 from mockserver.config import Settings
 from mockserver.errors import APIError, NotFound
-from mockserver.injector import BODY_KEY, buffered, find_transport
+from mockserver.injector import BODY_KEY, buffered, find_transport, parse_body, send_raw
 from mockserver.matching import Index, Key, Miss
 from mockserver.refold import fold, unfold
 from mockserver.streamfaults import reset
@@ -77,7 +77,7 @@ class CassetteLayer:
         parsed = scope.get(BODY_KEY)
         if parsed is None:
             raw, receive = await buffered(receive)
-            body = _json(raw)
+            body = parse_body(raw)
         else:
             raw, body = parsed
         query = scope.get("query_string", b"").decode("latin-1")
@@ -254,11 +254,7 @@ def _text(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
 
 
 async def _json_response(send: Send, status: int, body: Any, headers: dict[str, str]) -> None:
-    data = dumps(body)
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    head += [(k.encode(), v.encode()) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": data, "more_body": False})
+    await send_raw(send, status, dumps(body), "application/json", headers)
 
 
 def _marking(send: Send, source: bytes) -> Send:
@@ -284,10 +280,3 @@ def _decoded(body: bytes, encoding: str | None) -> bytes:
     if encoding == "deflate":
         return zlib.decompress(body)
     return body
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError):
-        return None

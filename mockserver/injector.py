@@ -31,7 +31,7 @@ from mockserver.ratelimit import estimate_tokens
 from mockserver.rules import RequestInfo
 from mockserver.streamfaults import StreamEnded, StreamFaults, reset
 
-__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector", "buffered", "find_transport"]
+__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector", "buffered", "find_transport", "parse_body", "send_raw"]
 
 PLAN_KEY = "mockserver.faults"  # the faults decided for this request
 BODY_KEY = "mockserver.body"  # the parsed JSON body, so the handler does not parse it twice
@@ -152,7 +152,7 @@ class FaultInjector:
         for key, value in scope["headers"]:  # one pass; a dict of every header costs more
             if key in _WANTED:
                 wanted[key] = value
-        body = _json(raw)
+        body = parse_body(raw)
         fields = body if isinstance(body, dict) else {}
         session = wanted.get(SESSION_HEADER, b"").decode("latin-1") or None
         retry_attempt = _int(wanted.get(RETRY_HEADER))
@@ -241,7 +241,7 @@ class FaultInjector:
                 await _answer(send, answer, self._style(scope))
             else:
                 status, html, media = answer
-                await _raw(send, status, html, media, extra)
+                await send_raw(send, status, html, media, extra)
             return
         scope[PLAN_KEY] = plan
         stream = tuple(f for f in plan if f.kind == "stream")
@@ -314,7 +314,8 @@ async def buffered(receive: Receive) -> tuple[bytes, Receive]:
     return raw, replay
 
 
-def _json(raw: bytes) -> Any:
+def parse_body(raw: bytes) -> Any:
+    """The JSON body, or None when there is none or it does not parse (the handler says why)."""
     try:
         return json.loads(raw) if raw else None
     except (ValueError, UnicodeDecodeError):
@@ -376,10 +377,10 @@ class _Recorder:
 
 async def _answer(send: _Recorder, error: APIError, style: Any) -> None:
     body = json.dumps(error.body(style), separators=(",", ":")).encode()
-    await _raw(send, error.status, body, "application/json", error.headers)
+    await send_raw(send, error.status, body, "application/json", error.headers)
 
 
-async def _raw(send: _Recorder, status: int, body: bytes, media: str, headers: dict[str, str]) -> None:
+async def send_raw(send: Send, status: int, body: bytes, media: str, headers: dict[str, str]) -> None:
     head = [(b"content-type", media.encode()), (b"content-length", str(len(body)).encode())]
     head += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": head})

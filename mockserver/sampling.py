@@ -45,16 +45,15 @@ _NUCLEUS_GUESS = 64
 _F32 = np.ndarray[Any, np.dtype[np.float32]]
 
 
-def pick(logits: Tensor, temperature: float, top_k: int, top_p: float, rng: random.Random, min_p: float = 0.0) -> int:
-    """The next token id from logits [V]. ``temperature == 0`` is greedy and draws nothing."""
+def pick(logits: Tensor, temperature: float, top_k: int, top_p: float, rng: random.Random) -> int:
+    """The next token id from logits [V] with temperature, top-k and top-p only (the fast path:
+    any other processor, ``min_p`` included, goes through :class:`Sampler`'s NumPy step).
+    ``temperature == 0`` is greedy and draws nothing."""
     if temperature == 0.0:
         return int(logits.argmax())
     scaled = logits / temperature if temperature != 1.0 else logits
     probs = scaled.softmax(-1)
     total = 1.0
-    if min_p > 0.0:  # keep tokens at least min_p times as likely as the most likely one
-        probs = probs.masked_fill(probs < min_p * probs.max(), 0.0)
-        total = float(probs.sum())
     vocab = probs.numel()
     if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
         return _draw(probs, rng)

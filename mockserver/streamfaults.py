@@ -19,6 +19,7 @@ from typing import Any
 
 from starlette.types import Message, Send
 
+from mockserver.cassette import split_events
 from mockserver.faults import Fault
 
 __all__ = ["StreamEnded", "StreamFaults", "reset"]
@@ -68,7 +69,7 @@ class StreamFaults:
             return
         body: bytes = message.get("body", b"")
         more = bool(message.get("more_body", False))
-        for frame in _frames(body):
+        for frame in split_events(body):
             await self._frame(frame)
         if not more:
             await self._write(b"", more=False)
@@ -185,21 +186,6 @@ def _rewrite_named(frame: bytes, f: dict[str, Fault]) -> bytes | None:
     if "stream.skip_sequence" in f and isinstance(number, int) and number >= int(f["stream.skip_sequence"]["n"]):
         event["sequence_number"] = number + 1
     return head + sep + json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
-
-
-def _frames(body: bytes) -> list[bytes]:
-    """Whole frames (each with its ``\\n\\n``); a trailing partial frame is kept as one."""
-    frames = []
-    start = 0
-    while True:
-        end = body.find(b"\n\n", start)
-        if end < 0:
-            break
-        frames.append(body[start : end + 2])
-        start = end + 2
-    if start < len(body):
-        frames.append(body[start:])
-    return frames
 
 
 def _split_characters(data: bytes) -> list[bytes]:
