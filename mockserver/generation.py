@@ -11,11 +11,12 @@ Inside the server these are frozen dataclasses; pydantic lives only at the wire.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 __all__ = [
+    "Answer",
     "Backend",
     "Candidate",
     "ChatMessage",
@@ -24,7 +25,9 @@ __all__ = [
     "Event",
     "FinishReason",
     "Finished",
+    "ForcedCall",
     "GenerationRequest",
+    "JsonFormat",
     "Mirostat",
     "Prompt",
     "PromptLogprobs",
@@ -36,6 +39,7 @@ __all__ = [
     "Started",
     "TextDelta",
     "Token",
+    "Tool",
     "ToolCallDelta",
     "Usage",
 ]
@@ -48,6 +52,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 class ChatMessage:
     role: str
     content: str
+    image_tokens: int = 0  # what the message's images cost, counted as prompt tokens (the model sees none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,51 @@ class Prompt:
     token_ids: tuple[int, ...] | None = None
     messages: tuple[ChatMessage, ...] | None = None
     suffix: str | None = None  # completions' insert mode: text that follows the completion
+    image_tokens: int = 0  # completions' Fireworks ``images``: counted as prompt tokens, never seen
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A function the caller offers: chat ``tools`` / legacy ``functions``, Responses ``tools``."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # a JSON Schema (checked at the wire)
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JsonFormat:
+    """Structured output: a JSON object, valid against ``schema`` when there is one."""
+
+    schema: Mapping[str, Any] | None = None  # None: any JSON object (``json_object``)
+    name: str = "response"
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedCall:
+    """A tool call an :class:`Answer` makes. ``None`` arguments / id are filled in by the
+    director (arguments from the tool's schema, the id from the request's seed)."""
+
+    name: str
+    arguments: str | None = None  # JSON text
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A reply decided before generation (a scripted rule, a tool call, structured JSON).
+
+    The backend does not sample it: it *scores* it, feeding its tokens through the model
+    (teacher forcing), so logprobs, usage and streaming stay the model's own. Text is cut
+    by ``max_tokens`` and stop strings like sampled text; tool-call arguments are not.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ForcedCall, ...] = ()
+    refusal: str | None = None
+    finish_reason: FinishReason | None = None  # None: "tool_calls" with calls, else "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +174,14 @@ class GenerationRequest:
     canonical: bytes = b""  # the canonical body (see mockserver.seeding), for ids and matching
     stream: bool = False  # how the answer is delivered; never changes what is generated
     best_of: int | None = None  # generate this many per prompt, return the n most likely
+    # What the answer may or must be (the director reads these and decides ``answers``).
+    tools: tuple[Tool, ...] = ()
+    tool_choice: Literal["none", "auto", "required"] = "auto"
+    tool_name: str | None = None  # a named ``tool_choice``: call exactly this one
+    parallel_tool_calls: bool = True
+    response_format: JsonFormat | None = None
+    # Decided answers, one per choice (prompt-major, as choice indices); empty: sample freely.
+    answers: tuple[Answer, ...] = ()
 
 
 # ---- events -------------------------------------------------------------------------------

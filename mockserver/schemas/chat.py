@@ -40,6 +40,8 @@ class ChatRequest(GenerationFields):
     # OpenAI: a boolean. Together and Fireworks also take an integer k (k alternatives).
     logprobs: bool | int | None = None
     top_logprobs: int | None = Field(None, ge=0)  # the upper bound is the profile's
+    store: bool | None = None  # keep the completion for GET /v1/chat/completions/{id}
+    metadata: dict[str, str] | None = None
 
     @field_validator("messages")
     @classmethod
