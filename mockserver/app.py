@@ -34,6 +34,7 @@ from mockserver.profiles import PROFILES, profile_named
 from mockserver.ratelimit import RateLimiter
 from mockserver.routes import routes
 from mockserver.rules import RuleBook
+from mockserver.script import Script
 from mockserver.store import open_store
 from mockserver.streaming import dumps
 
@@ -119,6 +120,9 @@ def create_app(
         journal=Journal(settings.journal_size),
         limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
     )
+    script = Script()
+    if settings.rules:  # pinned: the file's rules outlive resets, like --faults
+        script.load_file(settings.rules, pinned=True)
     ctx = ServerContext(
         settings=settings,
         engine=Engine(chosen, Timeline.parse(settings.latency), settings.time_scale),
@@ -132,6 +136,7 @@ def create_app(
             settings.responses_queue_time,
             settings.responses_tokens_per_second,
         ),
+        script=script,
     )
 
     @contextlib.asynccontextmanager

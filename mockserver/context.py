@@ -16,6 +16,7 @@ from mockserver.lifecycle import Lifecycle
 from mockserver.profiles import PROFILES, Profile
 from mockserver.ratelimit import RateLimiter
 from mockserver.rules import RuleBook
+from mockserver.script import Script
 
 __all__ = ["PROFILE_KEY", "Chaos", "ServerContext", "model_not_found"]
 
@@ -45,6 +46,7 @@ class ServerContext:
     chaos: Chaos
     vocab_size: int | None = None  # the backend's vocabulary, when it has one (logit_bias checks)
     responses: Lifecycle | None = None  # the Responses API's store and background runs
+    script: Script = field(default_factory=Script)  # scripted answers (--rules, /__mockserver/answers)
     _windows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

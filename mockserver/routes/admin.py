@@ -1,15 +1,16 @@
-"""The admin API under ``/__mockserver/``: faults, rules, the journal, the clock, reset.
+"""The admin API under ``/__mockserver/``: faults, rules, scripted answers, the journal, the clock, reset.
 
 It never shares a path with a provider surface, answers loopback clients only unless
 ``--admin-remote``, and wants ``Authorization: Bearer <--admin-token>`` when one is set.
 Everything is JSON; errors use OpenAI's envelope like the rest of the server. A
-``session`` (query parameter or ``x-mockserver-session``) scopes rules, the journal and
-reset to one test worker.
+``session`` (query parameter or ``x-mockserver-session``) scopes rules, scripted answers,
+the journal and reset to one test worker.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from mockserver.errors import APIError, AuthenticationError, InvalidRequest, Not
 from mockserver.faults import CATALOGUE
 from mockserver.journal import verdicts
 from mockserver.routes.generate import parse_json
+from mockserver.script import RuleError
 from mockserver.streaming import dumps
 
 __all__ = ["routes"]
@@ -113,6 +115,44 @@ async def rule(request: Request, ctx: ServerContext) -> Any:
     return {"deleted": rule_id}
 
 
+async def answers(request: Request, ctx: ServerContext) -> Any:
+    """GET: the scripted rules (of the session). POST a rule, a list of them or ``{"rules": [...]}``,
+    all or none; the session scopes those naming none. DELETE: drop the session's rules (every
+    rule but the ``--rules`` file's, without a session)."""
+    script, session = ctx.script, _session(request)
+    if request.method == "POST":
+        try:
+            added = script.extend(await _rule_list(request), session)
+        except RuleError as exc:
+            raise InvalidRequest(str(exc), param=exc.field) from None
+        return {"rules": [r.to_json() for r in added]}
+    if request.method == "DELETE":
+        script.clear(session)
+        return {"cleared": True}
+    return {"rules": [r.to_json() for r in script.rules(session)]}
+
+
+async def _rule_list(request: Request) -> list[Any]:
+    raw = await request.body()
+    if raw.lstrip().startswith(b"["):
+        try:
+            items = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            pass  # parse_json answers OpenAI's 400 for a body that is not JSON
+        else:
+            return list(items)
+    data = parse_json(raw)
+    return list(data["rules"]) if list(data) == ["rules"] and isinstance(data["rules"], list) else [data]
+
+
+async def answer(request: Request, ctx: ServerContext) -> Any:
+    """DELETE /answers/{id}."""
+    rule_id = int(request.path_params["rule_id"])
+    if not ctx.script.remove(rule_id):
+        raise NotFound(f"No scripted rule {rule_id}.")
+    return {"deleted": rule_id}
+
+
 async def journal(request: Request, ctx: ServerContext) -> Any:
     """GET: the entries (of the session) and verdicts on its retries. DELETE: clear them."""
     session = _session(request)
@@ -140,8 +180,10 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
 
 
 async def reset(request: Request, ctx: ServerContext) -> Any:
-    """Forget rules, the journal and rate-limit buckets (only the session's, with a session)."""
+    """Forget rules, scripted answers (but the ``--rules`` file's), the journal and rate-limit
+    buckets (only the session's, with a session)."""
     session = _session(request)
+    ctx.script.clear(session)
     if session is None:
         ctx.chaos.reset()
     else:
@@ -156,6 +198,8 @@ def routes() -> list[BaseRoute]:
         Route(f"{PREFIX}/faults", _admin(faults), methods=both),
         Route(f"{PREFIX}/rules", _admin(rules), methods=both),
         Route(PREFIX + "/rules/{rule_id:int}", _admin(rule), methods=["DELETE"]),
+        Route(f"{PREFIX}/answers", _admin(answers), methods=both),
+        Route(PREFIX + "/answers/{rule_id:int}", _admin(answer), methods=["DELETE"]),
         Route(f"{PREFIX}/journal", _admin(journal), methods=["GET", "DELETE"]),
         Route(f"{PREFIX}/clock", _admin(clock), methods=["GET", "POST"]),
         Route(f"{PREFIX}/reset", _admin(reset), methods=["POST"]),
