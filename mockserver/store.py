@@ -1,10 +1,17 @@
-"""Where responses are kept: one small interface, two implementations.
+"""Where responses and stored chat completions are kept: one small interface, two
+implementations.
 
 :class:`Store` is everything the Responses API needs from storage: create a record (failing
 if the id is taken), read it, replace its snapshot and append stream events *atomically and
 only if its status is still one of those expected*, read the events after a sequence number,
 and delete it. That conditional update is the whole concurrency story: a cancel racing a
 run's completion is two updates expecting ``in_progress``, and exactly one of them wins.
+
+Stored chat completions (``store: true``) live beside responses as records of another
+:data:`Kind`; every read and delete names the kind it wants (``response`` unless told), so
+neither API ever sees the other's records. They have no status, so they are changed with
+:meth:`Store.rewrite` (a metadata update), never with the conditional update. :meth:`Store.find`
+lists one kind in creation order, a page at a time.
 
 * :class:`MemoryStore` (the default): a bounded, expiring dict on the event loop.
 * ``SqliteStore`` (:mod:`mockserver.store_sqlite`, ``--store sqlite:PATH``): one file
@@ -15,25 +22,29 @@ run's completion is two updates expecting ``in_progress``, and exactly one of th
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from itertools import islice
+from typing import Any, Literal, Protocol
 
 from mockserver.clock import Clock
 
-__all__ = ["MemoryStore", "Record", "Store", "open_store"]
+__all__ = ["Kind", "MemoryStore", "Page", "Query", "Record", "Store", "open_store"]
 
 Json = dict[str, Any]
+Kind = Literal["response", "chat.completion"]
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A stored response.
+    """A stored response, or (``kind="chat.completion"``) a stored chat completion.
 
-    ``response`` is the Response object as last written (its ``status`` is the record's);
-    ``messages`` the conversation it continued and its own input (instructions left out, as
-    ``previous_response_id`` does not carry them over); ``events`` how many stream events
-    are recorded (sequence numbers ``0 … events - 1``).
+    ``response`` is the stored object as last written: the Response (its ``status`` is the
+    record's), or the ChatCompletion with its ``metadata``. ``input_items`` are the
+    response's input items, or the chat request's messages as the messages list shows them.
+    ``messages`` is the conversation a response continued and its own input (instructions
+    left out, as ``previous_response_id`` does not carry them over); ``events`` how many
+    stream events are recorded (sequence numbers ``0 … events - 1``).
     """
 
     id: str
@@ -43,10 +54,47 @@ class Record:
     background: bool = False
     stream: bool = False
     events: int = 0
+    kind: Kind = "response"
 
     @property
     def status(self) -> str:
-        return str(self.response["status"])
+        """The response's status; ``""`` for a chat completion, which has none (so no
+        conditional update can ever expect it)."""
+        return str(self.response["status"]) if self.kind == "response" else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One page of records of one kind, in creation order (``asc``: oldest first).
+
+    ``after`` is the id of the last record of the previous page; the page is the next
+    ``limit`` records past it that have the ``model`` (if given) and every ``metadata`` pair.
+    """
+
+    kind: Kind
+    model: str | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    after: str | None = None
+    limit: int = 20
+    order: Literal["asc", "desc"] = "asc"
+
+    def admits(self, record: Record) -> bool:
+        if self.model is not None and record.response.get("model") != self.model:
+            return False
+        have = record.response.get("metadata") or {}
+        return all(have.get(key) == value for key, value in self.metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    records: tuple[Record, ...]
+    has_more: bool
+
+    @classmethod
+    def of(cls, found: Iterable[Record], limit: int) -> Page:
+        """The first ``limit`` of ``found``; one more is read to know whether there are more."""
+        taken = tuple(islice(found, limit + 1))
+        return cls(taken[:limit], len(taken) > limit)
 
 
 class Store(Protocol):
@@ -54,7 +102,7 @@ class Store(Protocol):
         """Keep ``record``; False (and nothing kept) if its id is taken."""
         ...
 
-    async def get(self, response_id: str) -> Record | None: ...
+    async def get(self, response_id: str, kind: Kind = "response") -> Record | None: ...
 
     async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
         """Replace the snapshot and append ``events``, if the status is in ``expect`` (else
@@ -65,7 +113,16 @@ class Store(Protocol):
         """The recorded events with ``sequence_number > after``, in order."""
         ...
 
-    async def delete(self, response_id: str) -> bool: ...
+    async def delete(self, response_id: str, kind: Kind = "response") -> bool: ...
+
+    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+        """Replace the stored object, whatever the status, keeping the record's place in the
+        creation order; False if there is no such record."""
+        ...
+
+    async def find(self, query: Query) -> Page | None:
+        """The page ``query`` asks for; None if ``after`` names no live record of its kind."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -91,10 +148,13 @@ class MemoryStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _live(self, response_id: str) -> _Entry | None:
+    def _live(self, response_id: str, kind: Kind | None = None) -> _Entry | None:
+        """The unexpired entry (of ``kind``, if given)."""
         entry = self._entries.get(response_id)
         if entry is not None and entry.expires <= self._clock.now():
             del self._entries[response_id]
+            return None
+        if entry is not None and kind is not None and entry.record.kind != kind:
             return None
         return entry
 
@@ -106,12 +166,12 @@ class MemoryStore:
             self._entries.popitem(last=False)
         return True
 
-    async def get(self, response_id: str) -> Record | None:
-        entry = self._live(response_id)
+    async def get(self, response_id: str, kind: Kind = "response") -> Record | None:
+        entry = self._live(response_id, kind)
         return entry.record if entry is not None else None
 
     async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
-        entry = self._live(response_id)
+        entry = self._live(response_id, "response")
         if entry is None or entry.record.status not in expect:
             return False
         entry.events.extend(events)
@@ -125,8 +185,31 @@ class MemoryStore:
         # Sequence numbers are list positions, so "after N" is a slice.
         return entry.events[max(0, after + 1) :]
 
-    async def delete(self, response_id: str) -> bool:
-        return self._entries.pop(response_id, None) is not None
+    async def delete(self, response_id: str, kind: Kind = "response") -> bool:
+        if self._live(response_id, kind) is None:
+            return False
+        del self._entries[response_id]
+        return True
+
+    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+        entry = self._live(record_id, kind)
+        if entry is None:
+            return False
+        entry.record = replace(entry.record, response=obj)  # the entry stays where it is: same order
+        return True
+
+    async def find(self, query: Query) -> Page | None:
+        now = self._clock.now()
+        # Insertion order is creation order (a re-created id moves to the end, as it should).
+        ids = [i for i, e in self._entries.items() if e.record.kind == query.kind and e.expires > now]
+        if query.order == "desc":
+            ids.reverse()
+        if query.after is not None:
+            if query.after not in ids:
+                return None
+            ids = ids[ids.index(query.after) + 1 :]
+        records = (self._entries[i].record for i in ids)
+        return Page.of((r for r in records if query.admits(r)), query.limit)
 
     async def close(self) -> None:
         self._entries.clear()

@@ -104,7 +104,7 @@ def test_context_length_error_is_openais(client: openai.OpenAI) -> None:
 
 @pytest.mark.parametrize(
     ("method", "path", "status"),
-    [("GET", "/v1/nothing-here", 404), ("DELETE", "/v1/completions", 405), ("GET", "/v1/chat/completions", 405)],
+    [("GET", "/v1/nothing-here", 404), ("DELETE", "/v1/completions", 405), ("PUT", "/v1/chat/completions", 405)],
 )
 def test_routing_errors_use_the_envelope(live: Live, method: str, path: str, status: int) -> None:
     response = httpx.request(method, live.url + path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from mockserver.routes import admin, chat, completions, health, models, responses
+from mockserver.routes import admin, chat, chat_store, completions, health, models, responses
 
 __all__ = ["routes"]
 
@@ -16,6 +16,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
         Route("/v1/completions", completions.create, methods=["POST"]),
         Route("/v1/chat/completions", chat.create, methods=["POST"]),
+        *chat_store.routes(),  # GET on the same path lists stored completions
         *responses.routes(),
         *admin.routes(),
     ]
