@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mockserver.profiles import PROFILES, profile_named
+from mockserver.reasoning import DEFAULT_PATTERNS
 
 __all__ = ["Settings"]
 
@@ -65,6 +66,7 @@ class Settings(BaseSettings):
         True, description="Fault injection, rate limits and the journal (off: provider paths bypass them)."
     )
     faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (README: Faults).")
+    rules: str = Field("", description="YAML file of scripted answers (README: Scripted answers).")
     latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (README: Latency).")
     time_scale: float = Field(1.0, ge=0, description="Multiplies every latency delay (0.01 for fast CI).")
     rate_limit_rpm: int = Field(0, ge=0, description="Requests per minute per API key and model (0: no limit).")
@@ -84,6 +86,10 @@ class Settings(BaseSettings):
     responses_tokens_per_second: float = Field(
         0.0, ge=0, description="Pace of background responses on the server clock (0: as fast as the model)."
     )
+    reasoning_models: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PATTERNS),
+        description="Model ids (shell patterns) that think before answering (README: Reasoning models).",
+    )
 
     @field_validator("profile")
     @classmethod
@@ -96,6 +102,17 @@ class Settings(BaseSettings):
         from mockserver.faults import parse
 
         parse(value)  # a FaultError (a ValueError) names what is wrong
+        return value
+
+    @field_validator("rules")
+    @classmethod
+    def _rules_load(cls, value: str) -> str:
+        if value:
+            from mockserver.script import Script
+
+            # Loaded once here to fail at start-up: a RuleError (a ValueError) names the file,
+            # the rule's position and the field; create_app loads the file again for real.
+            Script().load_file(value)
         return value
 
     @field_validator("latency")

@@ -32,6 +32,7 @@ __all__ = [
     "Prompt",
     "PromptLogprobs",
     "PromptPosition",
+    "Reasoning",
     "Refusal",
     "Result",
     "Sampling",
@@ -179,9 +180,14 @@ class GenerationRequest:
     tool_choice: Literal["none", "auto", "required"] = "auto"
     tool_name: str | None = None  # a named ``tool_choice``: call exactly this one
     parallel_tool_calls: bool = True
+    max_tool_calls: int | None = None  # Responses: at most this many calls in one answer
+    # A reasoning model thinks up to this many tokens before answering (0: it does not think).
+    # Thinking spends the same max_tokens budget as the answer, as OpenAI's reasoning models do.
+    think: int = 0
     response_format: JsonFormat | None = None
-    # Decided answers, one per choice (prompt-major, as choice indices); empty: sample freely.
-    answers: tuple[Answer, ...] = ()
+    # Decided answers, one per choice (prompt-major, as choice indices; None: that choice is
+    # sampled); empty: every choice is sampled. The director (mockserver.director) sets it.
+    answers: tuple[Answer | None, ...] = ()
 
 
 # ---- events -------------------------------------------------------------------------------
@@ -256,6 +262,15 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Text a reasoning model thinks before it answers (chat's ``reasoning_content``, the
+    Responses reasoning item). Its tokens count as completion tokens *and* reasoning tokens."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Refusal:
     """The assistant declines: text for chat's ``refusal`` field instead of ``content``."""
 
@@ -289,13 +304,14 @@ class Usage:
 
     prompt_tokens: int
     completion_tokens: int
+    reasoning_tokens: int = 0  # of completion_tokens, how many were thought before answering
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
 
-ChoiceEvent = Started | PromptLogprobs | TextDelta | Refusal | ToolCallDelta | Finished  # one choice's
+ChoiceEvent = Started | PromptLogprobs | Reasoning | TextDelta | Refusal | ToolCallDelta | Finished  # one choice's
 Event = ChoiceEvent | Usage
 
 
@@ -327,6 +343,7 @@ class ChoiceResult:
     tool_calls: list[ToolCall] = field(default_factory=list)
     prompt_logprobs: tuple[PromptPosition | None, ...] | None = None
     refusal: str | None = None
+    reasoning: str | None = None
     finish_reason: FinishReason | None = None
     matched: str | int | None = None
     length: int = 0  # characters of text so far (text_offset needs it per delta)
@@ -374,6 +391,9 @@ class Result:
         elif isinstance(event, Refusal):
             choice = self.choice(event.index)
             choice.refusal = (choice.refusal or "") + event.text
+        elif isinstance(event, Reasoning):
+            choice = self.choice(event.index)
+            choice.reasoning = (choice.reasoning or "") + event.text
         else:
             self.usage = event
 

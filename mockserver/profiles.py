@@ -68,6 +68,9 @@ class Profile:
     stop_reason: bool = False  # vLLM's per-choice ``stop_reason``
     usage_details: Literal["openai", "null", "none"] = "openai"  # *_tokens_details objects
     error_style: ErrorStyle = "openai"
+    # Where chat puts a reasoning model's thinking (None: not returned, as on OpenAI, which
+    # reports only the count in completion_tokens_details.reasoning_tokens).
+    reasoning_field: str | None = None
 
 
 # ---- what each provider documents -----------------------------------------------------------
@@ -115,6 +118,7 @@ OPENAI = Profile(
 )
 
 FIREWORKS = Profile(
+    reasoning_field="reasoning_content",
     name="fireworks",
     notes=(
         "Fireworks AI. Documented: stop strings are kept in the text, context overflow truncates "
@@ -144,6 +148,7 @@ FIREWORKS = Profile(
 )
 
 TOGETHER = Profile(
+    reasoning_field="reasoning",
     name="together",
     notes=(
         "Together AI. finish_reason is 'eos' when the model ends by itself; usage rides on the last "
@@ -171,6 +176,7 @@ TOGETHER = Profile(
 )
 
 NEBIUS = Profile(
+    reasoning_field="reasoning_content",
     name="nebius",
     notes=(
         "Nebius Token Factory. Documented: service_tier (auto, default, over-limit, flex, no-limit) "
@@ -193,6 +199,7 @@ NEBIUS = Profile(
 )
 
 NEBUL = Profile(
+    reasoning_field="reasoning_content",
     name="nebul",
     notes=(
         "Nebul. Documented: completions with suffix and best_of, max_tokens default 16. "
@@ -213,6 +220,7 @@ NEBUL = Profile(
 )
 
 NEBULABLOCK = Profile(
+    reasoning_field="reasoning_content",
     name="nebulablock",
     notes=(
         "Nebula Block. Its documented response is vLLM's: system_fingerprint, service_tier and "
@@ -234,6 +242,7 @@ NEBULABLOCK = Profile(
 )
 
 TOKENHUB = Profile(
+    reasoning_field="reasoning_content",
     name="tokenhub",
     notes=(
         "Tokenhub, a gateway. Documented: provider-prefixed model ids, completions max_tokens default "
@@ -252,6 +261,7 @@ TOKENHUB = Profile(
 )
 
 VLLM = Profile(
+    reasoning_field="reasoning_content",
     name="vllm",
     notes=(
         "A vLLM OpenAI-compatible server: every vLLM sampling extension documented, unknown fields "

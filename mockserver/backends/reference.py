@@ -18,19 +18,22 @@ worker: for a model this small, op-level threading costs more than it gives.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import random
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from mockserver.backends.recital import Recital
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
 from mockserver.generation import (
+    Answer,
     Candidate,
     Event,
     Finished,
@@ -39,6 +42,7 @@ from mockserver.generation import (
     Prompt,
     PromptLogprobs,
     PromptPosition,
+    Reasoning,
     Scored,
     Started,
     TextDelta,
@@ -173,6 +177,18 @@ class _Choice:
     cache: KVCache
     budget: int  # tokens it may still sample
     done: bool = False
+    thinking: bool = False  # a reasoning model, still thinking (its text goes out as Reasoning)
+    thought: int = 0  # reasoning tokens sampled
+    recital: Recital | None = None  # a decided answer, played instead of sampling
+    scores: Tensor | None = None  # [len(recital.ids), V] log-probabilities of that answer's tokens
+
+    reasoning_decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+
+    @property
+    def produced(self) -> int:
+        return self.recital.produced if self.recital is not None else self.sampler.sampled
 
 
 class _Job:
@@ -194,10 +210,13 @@ class _Job:
         self.choices: list[_Choice] = []
         param = "messages" if request.endpoint == "chat" else "prompt"
         encoded = [self._encode(p, param) for p in request.prompts]
-        budgets = [self._budget(len(ids), param) for ids in encoded]  # all checked before any compute
-        self.prompt_tokens = sum(len(ids) for ids in encoded)
+        # Images cost prompt tokens (and context) though the model never sees them.
+        images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
+        sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
+        budgets = [self._budget(size, param) for size in sizes]  # all checked before any compute
+        self.prompt_tokens = sum(sizes)
         score = (params.echo and params.logprobs is not None) or params.prompt_logprobs is not None
-        for p, ids in enumerate(encoded):
+        for p, (ids, size) in enumerate(zip(encoded, sizes, strict=True)):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
             logits, cache = runtime.model.prefill(ids or [tok.eos_id], all_logits=score)
             scores = sampling.log_probs(logits) if score else None
@@ -205,7 +224,7 @@ class _Job:
             scored = self._prompt_logprobs(ids, scores) if params.prompt_logprobs is not None else None
             for j in range(request.n):
                 index = p * request.n + j
-                self.opening.append(Started(index, len(ids)))
+                self.opening.append(Started(index, size))
                 if scored is not None:
                     self.opening.append(PromptLogprobs(index, scored))
                 if echo is not None:
@@ -223,21 +242,47 @@ class _Job:
                     logits=logits[-1],
                     cache=cache.fork(),
                     budget=budgets[p],
+                    thinking=request.think > 0 and request.endpoint == "chat" and not request.answers,
                 )
                 self.choices.append(choice)
+                answer = request.answers[index] if request.answers else None
+                if answer is not None:
+                    self._recite(choice, answer)
                 if choice.budget == 0:  # max_tokens 0: the prompt (scored, with echo) and nothing else
                     self.opening.extend(self._finish(choice, "length"))
+                elif choice.recital is not None and choice.recital.done:  # an empty answer
+                    self.opening.extend(self._finish(choice, choice.recital.reason))
         self.done = False
         self.steps = 0  # decoding steps taken
         self.opening.extend(self._usage_if_done())
 
     # ---- preparation ----------------------------------------------------------------------
 
+    def _recite(self, choice: _Choice, answer: Answer) -> None:
+        """Prepare a decided answer: tokenized, and scored by the model when logprobs are
+        asked (row j scores token j given the prompt and tokens before it)."""
+        tok = self.runtime.tokenizer
+        params = self.request.sampling
+        choice.recital = recital = Recital(
+            choice.index, answer, tok.encode, tok.token_bytes, choice.assembler, params.logprobs is not None
+        )
+        if params.logprobs is not None and recital.ids:
+            import torch
+
+            after = self.runtime.model.score(recital.ids[:-1], choice.cache) if len(recital.ids) > 1 else None
+            rows = choice.logits.unsqueeze(0) if after is None else torch.cat((choice.logits.unsqueeze(0), after))
+            choice.scores = self._sampling.log_probs(rows)
+
     def _encode(self, prompt: Prompt, param: str) -> list[int]:
         tok = self.runtime.tokenizer
         keep = self.request.sampling.keep_prompt_tokens
         if prompt.messages is not None:
-            rendered = tok.render_chat([(m.role, m.content) for m in prompt.messages])
+            turns = [(m.role, m.content) for m in prompt.messages]
+            if self.request.think and not self.request.answers:
+                # A reasoning model's turn opens as a "think" turn; the assistant's follows it.
+                rendered = [*tok.render_chat(turns, generation_prompt=False), tok.im_start_id, *tok.encode("think\n")]
+            else:
+                rendered = tok.render_chat(turns)
             return rendered[-keep:] if keep is not None else rendered
         if prompt.token_ids is not None:
             bad = [t for t in prompt.token_ids if not 0 <= t < tok.vocab_size]
@@ -307,7 +352,8 @@ class _Job:
         if self.done or not all(c.done for c in self.choices):
             return []
         self.done = True
-        return [Usage(self.prompt_tokens, sum(c.sampler.sampled for c in self.choices))]
+        made, thought = sum(c.produced for c in self.choices), sum(c.thought for c in self.choices)
+        return [Usage(self.prompt_tokens, made, thought)]
 
     # ---- one step -------------------------------------------------------------------------
 
@@ -342,6 +388,12 @@ class _Job:
         for choice in self.choices:
             if choice.done:
                 continue
+            if choice.recital is not None:
+                events.extend(self._recital_step(choice, choice.recital))
+                continue
+            if choice.thinking:
+                events.extend(self._think_step(choice))
+                continue
             token_id = choice.sampler.pick(choice.logits)
             reason: FinishReason | None = None
             matched: str | int | None = None
@@ -369,6 +421,40 @@ class _Job:
             if reason is not None:
                 events.extend(self._finish(choice, reason, matched))
         events.extend(self._usage_if_done())
+        return events
+
+    def _think_step(self, choice: _Choice) -> list[Event]:
+        """One reasoning token, or the end of thinking: then the assistant's turn opens."""
+        tok = self.runtime.tokenizer
+        token_id = None if choice.thought >= self.request.think else choice.sampler.pick(choice.logits)
+        if token_id is None or token_id in self.end_ids:
+            choice.thinking = False
+            tail = choice.reasoning_decoder.decode(b"", final=True)
+            turn = [tok.im_end_id, *tok.encode("\n"), tok.im_start_id, *tok.encode("assistant\n")]
+            choice.logits, choice.cache = self.runtime.model.feed(turn, choice.cache)
+            return [Reasoning(choice.index, tail)] if tail else []
+        choice.sampler.observe(token_id)
+        choice.thought += 1
+        text = choice.reasoning_decoder.decode(tok.token_bytes(token_id))
+        events: list[Event] = [Reasoning(choice.index, text)] if text else []
+        if choice.sampler.sampled >= choice.budget:  # the budget ran out while thinking: no answer
+            tail = choice.reasoning_decoder.decode(b"", final=True)
+            events += [Reasoning(choice.index, tail)] if tail else []
+            return events + self._finish(choice, "length")
+        choice.logits, choice.cache = self.runtime.model.step(token_id, choice.cache)
+        return events
+
+    def _recital_step(self, choice: _Choice, recital: Recital) -> list[Event]:
+        """Release the next token of a decided answer (no model compute: it was scored)."""
+        position = recital.produced
+        scores = choice.scores[position] if choice.scores is not None else None
+        released, reason, matched = recital.advance(lambda token_id: self._token_maker(token_id, scores))
+        events: list[Event] = list(released)
+        if reason is None and recital.produced >= choice.budget:
+            events.extend(recital.cut())
+            reason = "length"
+        if reason is not None:
+            events.extend(self._finish(choice, reason, matched))
         return events
 
 

@@ -303,6 +303,23 @@ class GPT(nn.Module):
         return self.logits(states), cache
 
     @torch.inference_mode()
+    def feed(self, ids: list[int], cache: KVCache) -> tuple[Tensor, KVCache]:
+        """Feed a few known tokens after ``cache``: logits [V] for the next token, and the cache."""
+        hidden, cache = self.extend(ids, cache)
+        return self.logits(hidden[-1:])[0], cache
+
+    @torch.inference_mode()
+    def score(self, ids: list[int], cache: KVCache) -> Tensor:
+        """Logits [T, V] after each of ``ids`` fed after ``cache`` (teacher forcing: row j
+        scores the token that would follow ``ids[j]``). ``cache`` itself is not changed."""
+        chunk = self.cfg.window
+        rows: list[Tensor] = []
+        for start in range(0, len(ids), chunk):
+            hidden, cache = self.extend(ids[start : start + chunk], cache)
+            rows.append(hidden)
+        return self.logits(torch.cat(rows))
+
+    @torch.inference_mode()
     def step(self, token: int, cache: KVCache, eager: bool = False) -> tuple[Tensor, KVCache]:
         """One decoding step: logits [V] for the token after ``token``, and the new cache.
         ``eager`` skips the traced graph (tests compare the two)."""

@@ -15,25 +15,29 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import params
+from mockserver import params, reasoning, vision
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
 from mockserver.generation import (
     ChatMessage,
+    ChoiceResult,
     Event,
     Finished,
     GenerationRequest,
     Prompt,
+    Reasoning,
     Refusal,
     Result,
     Started,
     TextDelta,
     Token,
+    ToolCallDelta,
 )
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs
 from mockserver.routes.generate import Call, handle
-from mockserver.schemas.chat import ChatRequest
+from mockserver.schemas.chat import ChatMessageIn, ChatRequest
+from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 
 
 def _alternatives(body: ChatRequest, profile: Profile, strict: bool) -> int | None:
@@ -53,6 +57,21 @@ def _alternatives(body: ChatRequest, profile: Profile, strict: bool) -> int | No
     return body.logprobs
 
 
+def _message(i: int, message: ChatMessageIn) -> ChatMessage:
+    """The spine's message: its text, and what its images cost (read from the images)."""
+    images = sum(
+        vision.url_tokens(image.url, image.detail, f"messages[{i}].content[{j}].image_url")
+        for j, image in message.images()
+    )
+    return ChatMessage(message.role, message.text(), images)
+
+
+def _functions(call: Call) -> bool:
+    """Did the request use the legacy ``functions`` (answered with ``function_call``)?"""
+    body: ChatRequest = call.body
+    return bool(body.functions) and not body.tools
+
+
 def _legacy(call: Call) -> bool:
     body: ChatRequest = call.body
     integer = isinstance(body.logprobs, int) and not isinstance(body.logprobs, bool)
@@ -67,7 +86,12 @@ class ChatCodec:
     def to_generation(
         self, body: ChatRequest, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
     ) -> GenerationRequest:
-        messages = tuple(ChatMessage(m.role, m.text()) for m in body.messages)
+        messages = tuple(_message(i, m) for i, m in enumerate(body.messages))
+        tools = chat_tools(body.tools, body.functions)
+        legacy = bool(body.functions) and not body.tools
+        mode, name = (
+            tool_choice(body.function_call, tools, "function_call") if legacy else tool_choice(body.tool_choice, tools)
+        )
         if body.max_completion_tokens is not None:
             max_tokens: int | None = body.max_completion_tokens
         elif body.max_tokens is not None:
@@ -93,6 +117,15 @@ class ChatCodec:
             context_window=ctx.context_window(body.model, profile),
             canonical=canonical,
             stream=bool(body.stream),
+            tools=tools,
+            tool_choice=mode,
+            tool_name=name,
+            # The legacy functions API calls one function at a time.
+            parallel_tool_calls=not legacy and body.parallel_tool_calls is not False,
+            response_format=json_format(body.response_format),
+            think=reasoning.think_budget(
+                body.model, body.reasoning_effort, ctx.settings.reasoning_models, "reasoning_effort"
+            ),
         )
 
     def _logprobs(self, call: Call, tokens: Sequence[Token], start: int) -> dict[str, Any] | None:
@@ -100,18 +133,39 @@ class ChatCodec:
             return None
         return logprobs.legacy(tokens, start) if _legacy(call) else logprobs.content(tokens)
 
+    def _message(self, call: Call, c: ChoiceResult) -> dict[str, Any]:
+        silent = (c.refusal is not None or bool(c.tool_calls)) and not c.text
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None if silent else c.text,
+            "refusal": c.refusal,
+            "annotations": [],
+        }
+        field = call.profile.reasoning_field
+        if field is not None and c.reasoning is not None:
+            message[field] = c.reasoning
+        if c.tool_calls and _functions(call):
+            first = c.tool_calls[0]
+            message["function_call"] = {"name": first.name, "arguments": first.arguments}
+        elif c.tool_calls:
+            message["tool_calls"] = [
+                {"id": t.id, "type": "function", "function": {"name": t.name, "arguments": t.arguments}}
+                for t in c.tool_calls
+            ]
+        return message
+
+    def _finish(self, call: Call, reason: str | None, matched: str | int | None) -> dict[str, Any]:
+        if reason == "tool_calls" and _functions(call):
+            reason = "function_call"
+        return call.finish(reason, matched)
+
     def encode(self, call: Call, result: Result) -> dict[str, Any]:
         choices: list[dict[str, Any]] = [
             {
                 "index": c.index,
-                "message": {
-                    "role": "assistant",
-                    "content": None if c.refusal is not None and not c.text else c.text,
-                    "refusal": c.refusal,
-                    "annotations": [],
-                },
+                "message": self._message(call, c),
                 "logprobs": self._logprobs(call, c.tokens, 0),
-                **call.finish(c.finish_reason, c.matched),
+                **self._finish(call, c.finish_reason, c.matched),
             }
             for c in result.ordered()
         ]
@@ -133,9 +187,26 @@ class ChatCodec:
             return [self._chunk(call, event.index, {"content": event.text}, self._logprobs(call, event.tokens, start))]
         if isinstance(event, Refusal):
             return [self._chunk(call, event.index, {"refusal": event.text})]
+        if isinstance(event, ToolCallDelta):
+            return [self._chunk(call, event.index, self._call_delta(call, event))]
+        if isinstance(event, Reasoning):
+            field = call.profile.reasoning_field
+            return [self._chunk(call, event.index, {field: event.text})] if field is not None else []
         if isinstance(event, Finished):
-            return [self._chunk(call, event.index, {}, None, **call.finish(event.reason, event.matched))]
+            return [self._chunk(call, event.index, {}, None, **self._finish(call, event.reason, event.matched))]
         return []
+
+    def _call_delta(self, call: Call, event: ToolCallDelta) -> dict[str, Any]:
+        """A call opens with its id, type and name; its arguments follow as fragments."""
+        function: dict[str, Any] = {"arguments": event.arguments}
+        if event.name is not None:
+            function = {"name": event.name, **function}
+        if _functions(call):
+            return {"function_call": function}
+        delta: dict[str, Any] = {"index": event.call_index}
+        if event.id is not None:
+            delta.update(id=event.id, type="function")
+        return {"tool_calls": [{**delta, "function": function}]}
 
     def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]:
         return call.usage_chunks(call.profile.chunk_object, result)

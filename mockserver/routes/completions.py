@@ -9,12 +9,13 @@ mode) is read by the model as context before the prompt (see the reference backe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import params
+from mockserver import params, vision
 from mockserver.context import ServerContext
 from mockserver.generation import (
     Event,
@@ -29,6 +30,7 @@ from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs
 from mockserver.routes.generate import Call, handle
 from mockserver.schemas.completions import CompletionRequest
+from mockserver.schemas.tools import json_format
 
 
 def _prompts(prompt: str | list[str] | list[int] | list[list[int]], suffix: str | None) -> tuple[Prompt, ...]:
@@ -53,10 +55,13 @@ class CompletionsCodec:
             raise params.invalid("suffix", "'echo' and 'suffix' cannot be used together.")
         max_tokens = profile.default_max_tokens["completions"] if body.max_tokens is None else body.max_tokens
         n = body.n or 1
+        prompts = _prompts(body.prompt, body.suffix)
+        if body.images:  # one image list for the request: it goes with the (first) prompt
+            prompts = (replace(prompts[0], image_tokens=vision.images_tokens(body.images, "images")), *prompts[1:])
         return GenerationRequest(
             endpoint="completions",
             model=body.model,
-            prompts=_prompts(body.prompt, body.suffix),
+            prompts=prompts,
             n=n,
             sampling=params.sampling(
                 body, profile, ctx.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
@@ -66,6 +71,7 @@ class CompletionsCodec:
             context_window=ctx.context_window(body.model, profile),
             canonical=canonical,
             stream=bool(body.stream),
+            response_format=json_format(body.response_format),
         )
 
     def encode(self, call: Call, result: Result) -> dict[str, Any]:

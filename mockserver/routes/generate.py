@@ -12,7 +12,7 @@ wire, testable without HTTP.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import params, seeding
+from mockserver import director, params, seeding
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
 from mockserver.faults import Fault
@@ -135,7 +135,7 @@ def usage_body(usage: Usage | None, details: str = "openai") -> dict[str, Any]:
     elif details == "openai":
         body["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
         body["completion_tokens_details"] = {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": u.reasoning_tokens,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
@@ -163,7 +163,12 @@ async def handle(request: Request, codec: Codec) -> Response:
     canonical = seeding.canonical(data)
     given: int | None = getattr(body, "seed", None)
     seed = given if given is not None else seeding.derive_seed(canonical, ctx.settings.seed)
-    gen = codec.to_generation(body, ctx, profile, canonical, seed)
+    gen = director.direct(
+        codec.to_generation(body, ctx, profile, canonical, seed),
+        ctx.script,
+        codec.endpoint,
+        request.headers.get("x-mockserver-session"),
+    )
     call = Call(
         gen=gen,
         body=body,
@@ -174,14 +179,36 @@ async def handle(request: Request, codec: Codec) -> Response:
         service_tier=params.service_tier(body, profile, codec.endpoint),
     )
     headers = {"x-mockserver-seed": str(seed)}
+    keep = _keeper(ctx, codec, call, data)
     if stream:
         events = await ctx.engine.primed(gen, faults)
-        return sse_response(_frames(codec, call, events), headers, profile.error_style)
+        return sse_response(_frames(codec, call, events, keep), headers, profile.error_style)
     result = await ctx.engine.complete(gen, faults)
-    return Response(dumps(codec.encode(call, result)), media_type="application/json", headers=headers)
+    answer = codec.encode(call, result)
+    if keep is not None:
+        await keep(answer)
+    return Response(dumps(answer), media_type="application/json", headers=headers)
 
 
-async def _frames(codec: Codec, call: Call, events: AsyncIterator[Event]) -> AsyncIterator[list[dict[str, Any]]]:
+def _keeper(
+    ctx: ServerContext, codec: Codec, call: Call, data: dict[str, Any]
+) -> Callable[[dict[str, Any]], Awaitable[None]] | None:
+    """How to keep the answer (its non-streamed body) of a chat completion asked to be stored
+    (``store: true``); None for anything else. Called once the answer is whole, and it
+    cannot fail the answer (see :func:`~mockserver.routes.chat_store.remember`)."""
+    if codec.endpoint != "chat" or getattr(call.body, "store", None) is not True or ctx.responses is None:
+        return None
+    from mockserver.routes import chat_store  # late: chat_store imports this module
+
+    return lambda answer: chat_store.remember(ctx, answer, data)
+
+
+async def _frames(
+    codec: Codec,
+    call: Call,
+    events: AsyncIterator[Event],
+    keep: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+) -> AsyncIterator[list[dict[str, Any]]]:
     result = Result()
     held: list[dict[str, Any]] = []  # a choice's closing chunk, while usage may still join it
     async for event in events:
@@ -198,4 +225,6 @@ async def _frames(codec: Codec, call: Call, events: AsyncIterator[Event]) -> Asy
             yield frames
     if held:
         yield held
+    if keep is not None:  # before the closing frames: stored by the time the client reads [DONE]
+        await keep(codec.encode(call, result))
     yield codec.encode_end(call, result)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver import params, seeding
+from mockserver import director, params, seeding
 from mockserver.context import ServerContext
 from mockserver.faults import Fault
 from mockserver.generation import ChatMessage, Event, GenerationRequest, Prompt, Sampling
@@ -81,9 +81,14 @@ async def _history(lifecycle: Lifecycle, previous: str | None) -> codec.Conversa
     return (*record.messages, ("assistant", codec.assistant_text(record.response)))
 
 
-def _messages(instructions: str | None, turns: codec.Conversation) -> tuple[ChatMessage, ...]:
+def _messages(
+    instructions: str | None, turns: codec.Conversation, images: tuple[int, ...] = ()
+) -> tuple[ChatMessage, ...]:
+    """The chat the model reads; ``images`` are the image tokens of the *last* turns (the
+    request's own input: earlier turns of a stored conversation keep only their text)."""
     head = (ChatMessage("system", instructions),) if instructions else ()
-    return head + tuple(ChatMessage(role, text) for role, text in turns)
+    costs = (0,) * (len(turns) - len(images)) + images
+    return head + tuple(ChatMessage(role, text, cost) for (role, text), cost in zip(turns, costs, strict=True))
 
 
 async def create(request: Request) -> Response:
@@ -101,7 +106,14 @@ async def create(request: Request) -> Response:
     own = codec.conversation(body)
     canonical = seeding.canonical(data)
     seed = body.seed if body.seed is not None else seeding.derive_seed(canonical, ctx.settings.seed)
-    gen = codec.generation(_messages(body.instructions, history + own), body, ctx, profile, canonical, seed)
+    gen = director.direct(
+        codec.generation(
+            _messages(body.instructions, history + own, codec.image_costs(body)), body, ctx, profile, canonical, seed
+        ),
+        ctx.script,
+        "responses",
+        request.headers.get("x-mockserver-session"),
+    )
     headers = {"x-mockserver-seed": str(seed)}
     # A foreground request's errors (context overflow) are an HTTP status: prime it first.
     primed = None if background else await ctx.engine.primed(gen, faults)
@@ -218,7 +230,7 @@ async def input_tokens(request: Request) -> Response:
     profile = ctx.profile_of(request.scope)
     _, body = await _body(request, InputTokensRequest)
     history = await _history(lifecycle, body.previous_response_id)
-    messages = _messages(body.instructions, history + codec.conversation(body))
+    messages = _messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
     window = ctx.context_window(body.model, profile)
     gen = GenerationRequest("chat", body.model, (Prompt(messages=messages),), 1, _COUNT, 0, window)
     result = await ctx.engine.complete(gen)

@@ -9,16 +9,33 @@ message with one ``output_text`` part; tool calls and refusals belong to other i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
-from mockserver import params
+from pydantic import BaseModel, ValidationError
+
+from mockserver import params, reasoning, vision
 from mockserver.clock import Clock
 from mockserver.context import ServerContext
-from mockserver.generation import ChatMessage, Event, Finished, GenerationRequest, Prompt, Result, Started, TextDelta
+from mockserver.errors import InvalidRequest
+from mockserver.generation import (
+    ChatMessage,
+    Event,
+    Finished,
+    GenerationRequest,
+    JsonFormat,
+    Prompt,
+    Reasoning,
+    Refusal,
+    Result,
+    TextDelta,
+    Tool,
+    ToolCallDelta,
+)
 from mockserver.lifecycle import Status
 from mockserver.profiles import Profile
 from mockserver.routes import logprobs
+from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import (
     LOGPROBS_INCLUDE,
     FunctionCall,
@@ -27,7 +44,10 @@ from mockserver.schemas.responses import (
     MessageItem,
     ResponsesRequest,
 )
+from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
 from mockserver.seeding import digest
+
+_W = TypeVar("_W", bound=BaseModel)
 
 __all__ = ["ResponseNarrator", "Turn", "assistant_text", "conversation", "generation", "input_items", "item_id"]
 
@@ -53,6 +73,28 @@ def conversation(body: ResponsesRequest | InputTokensRequest) -> Conversation:
         else:  # the assistant's earlier call, as the text it would have said
             turns.append(("assistant", f"{item.name}({item.arguments})"))
     return tuple(turns)
+
+
+def image_costs(body: ResponsesRequest | InputTokensRequest) -> tuple[int, ...]:
+    """What each turn of :func:`conversation` pays for its ``input_image`` parts."""
+    if isinstance(body.input, str):
+        return (0,)
+    costs = []
+    for i, item in enumerate(body.input):
+        parts = item.content if isinstance(item, MessageItem) and isinstance(item.content, list) else []
+        costs.append(
+            sum(
+                vision.url_tokens(
+                    p.image_url,
+                    p.detail,
+                    f"input[{i}].content[{j}].image_url",
+                    detail_param=f"input[{i}].content[{j}].detail",
+                )
+                for j, p in enumerate(parts)
+                if p.type == "input_image" and p.image_url is not None
+            )
+        )
+    return tuple(costs)
 
 
 def assistant_text(response: Json) -> str:
@@ -108,6 +150,68 @@ class _Text:
     text: str
 
 
+def _validated(model: type[_W], data: Any, param: str) -> _W:
+    """``data`` as ``model``, a 400 naming ``param`` (and the field inside it) if it is not."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = invalid_request(exc)
+        inner = f"{param}.{error.param}" if error.param else param
+        raise InvalidRequest(f"Invalid value for '{inner}': {exc.errors()[0]['msg']}.", param=inner) from None
+
+
+def tools(body: ResponsesRequest) -> tuple[Tool, ...]:
+    """The function tools offered (hosted tools such as ``web_search`` are accepted and never
+    called: there is nothing behind them here)."""
+    named = [
+        (_validated(FunctionDef, {k: v for k, v in raw.items() if k != "type"}, f"tools[{i}]"), f"tools[{i}]")
+        for i, raw in enumerate(body.tools or ())
+        if raw.get("type") == "function"
+    ]
+    return spine_tools(named)
+
+
+def _choice(
+    body: ResponsesRequest, offered: tuple[Tool, ...]
+) -> tuple[Literal["none", "auto", "required"], str | None]:
+    raw = body.tool_choice
+    if isinstance(raw, dict):
+        if raw.get("type") != "function":  # a hosted tool, or allowed_tools: the policy decides
+            return "auto", None
+        return tool_choice(_validated(NamedFunction, {"name": raw.get("name")}, "tool_choice"), offered)
+    if raw is None or not offered:  # nothing to call (unlike chat, Responses does not object)
+        return "auto", None
+    modes: dict[str, Literal["none", "auto", "required"]] = {"none": "none", "auto": "auto", "required": "required"}
+    if raw not in modes:
+        raise InvalidRequest(
+            f"Invalid value for 'tool_choice': '{raw}' is not one of none, auto, required.", param="tool_choice"
+        )
+    return tool_choice(modes[raw], offered)
+
+
+def _echoed_tool(tool: Json) -> Json:
+    """A tool as the Response echoes it: function tools with every field the spec requires."""
+    if tool.get("type") != "function":
+        return tool
+    defaults = {"description": None, "parameters": None, "strict": None}
+    return {**defaults, **tool}
+
+
+def text_format(body: ResponsesRequest) -> JsonFormat | None:
+    """``text.format``: ``{"type": "json_schema", "name", "schema", "strict"}`` or ``json_object``."""
+    raw = (body.text or {}).get("format")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InvalidRequest("Invalid value for 'text.format': expected an object.", param="text.format")
+    if raw.get("type") == "json_schema":
+        spec = {k: v for k, v in raw.items() if k != "type"}
+        return json_format(
+            _validated(ResponseFormat, {"type": "json_schema", "json_schema": spec}, "text.format"), "text.format"
+        )
+    return json_format(_validated(ResponseFormat, raw, "text.format"), "text.format")
+
+
 def generation(
     messages: tuple[ChatMessage, ...], body: Any, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
 ) -> GenerationRequest:
@@ -122,7 +226,7 @@ def generation(
         max_tokens=max_tokens if max_tokens is not None else profile.default_max_tokens["chat"],
         logprobs=(body.top_logprobs or 0) if wants else None,
     )
-    return GenerationRequest(
+    gen = GenerationRequest(
         endpoint="chat",
         model=body.model,
         prompts=(Prompt(messages=messages),),
@@ -132,6 +236,22 @@ def generation(
         context_window=ctx.context_window(body.model, profile),
         canonical=canonical,
         stream=bool(getattr(body, "stream", False)),
+    )
+    if not isinstance(body, ResponsesRequest):
+        return gen
+    offered = tools(body)
+    mode, name = _choice(body, offered)
+    return replace(
+        gen,
+        tools=offered,
+        tool_choice=mode,
+        tool_name=name,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        max_tool_calls=body.max_tool_calls,
+        response_format=text_format(body),
+        think=reasoning.think_budget(
+            body.model, (body.reasoning or {}).get("effort"), ctx.settings.reasoning_models, "reasoning.effort"
+        ),
     )
 
 
@@ -154,12 +274,21 @@ class Turn:
 
 
 class ResponseNarrator:
-    """Engine events → Responses stream events and Response objects (see module doc)."""
+    """Engine events → Responses stream events and Response objects (see module doc).
+
+    Output items open as their first event arrives and close when the next kind begins or
+    the choice finishes: a ``reasoning`` item (reasoning models), a ``message`` (text and/or
+    a refusal, one content part each), then one ``function_call`` per tool call. A choice
+    with neither text nor calls still answers with an (empty) message.
+    """
 
     def __init__(self, turn: Turn, clock: Clock) -> None:
         self.turn = turn
         self.clock = clock
         self.result = Result()
+        self._items: list[str] = []  # output order: "reasoning", "message", "call:<k>"
+        self._parts: list[str] = []  # the message's content parts: "output_text", "refusal"
+        self._closed: set[str] = set()
 
     def outcome(self) -> Status:
         choice = self.result.choices.get(0)
@@ -169,8 +298,19 @@ class ResponseNarrator:
     def _logprobs(self, tokens: Any) -> list[Json]:
         return logprobs.content(tokens)["content"] if self.turn.logprobs else []
 
-    def _part(self) -> Json:
+    # ---- items, built from the fold -------------------------------------------------------
+
+    def _id(self, key: str) -> str:
+        if key == "message":
+            return self.turn.message_id
+        if key == "reasoning":
+            return item_id("rs_", self.turn.id, -2)
+        return item_id("fc_", self.turn.id, 1_000 + int(key[5:]))
+
+    def _part(self, kind: str) -> Json:
         choice = self.result.choice(0)
+        if kind == "refusal":
+            return {"type": "refusal", "refusal": choice.refusal or ""}
         return {
             "type": "output_text",
             "text": choice.text,
@@ -178,42 +318,165 @@ class ResponseNarrator:
             "logprobs": self._logprobs(choice.tokens),
         }
 
-    def _item(self) -> Json:
+    def _status(self, key: str) -> str:
+        if key not in self._closed:
+            return "in_progress"
+        return self.outcome() if key == "message" else "completed"
+
+    def _item(self, key: str, empty: bool = False) -> Json:
         choice = self.result.choice(0)
-        status = "in_progress" if choice.finish_reason is None else self.outcome()
-        content = [self._part()]
+        head: Json = {"id": self._id(key)}
+        if key == "reasoning":
+            summary = (
+                [] if empty or not self._summarised else [{"type": "summary_text", "text": choice.reasoning or ""}]
+            )
+            return {**head, "type": "reasoning", "summary": summary, "status": self._status(key)}
+        if key == "message":
+            content = [] if empty else [self._part(kind) for kind in self._parts]
+            return {**head, "type": "message", "status": self._status(key), "role": "assistant", "content": content}
+        call = choice.tool_calls[int(key[5:])]
         return {
-            "id": self.turn.message_id,
-            "type": "message",
-            "status": status,
-            "role": "assistant",
-            "content": content,
+            **head,
+            "type": "function_call",
+            "status": self._status(key),
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": "" if empty else call.arguments,
         }
 
-    def _where(self) -> Json:
-        return {"item_id": self.turn.message_id, "output_index": 0, "content_index": 0}
+    @property
+    def _summarised(self) -> bool:
+        return bool((self.turn.body.reasoning or {}).get("summary"))
+
+    def _where(self, key: str) -> Json:
+        return {"item_id": self._id(key), "output_index": self._items.index(key)}
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def _open(self, key: str) -> list[Json]:
+        """Events that open item ``key`` (closing the item before it)."""
+        if key in self._items:
+            return []
+        events = self._close_all()
+        self._items.append(key)
+        events.append(
+            {"type": "response.output_item.added", "output_index": len(self._items) - 1, "item": self._item(key, True)}
+        )
+        if key == "reasoning" and self._summarised:
+            part = {"type": "summary_text", "text": ""}
+            events.append(
+                {"type": "response.reasoning_summary_part.added", **self._where(key), "summary_index": 0, "part": part}
+            )
+        return events
+
+    def _open_part(self, kind: str) -> list[Json]:
+        events = self._open("message")
+        if kind not in self._parts:
+            events += self._close_part()
+            self._parts.append(kind)
+            empty = (
+                {"type": "refusal", "refusal": ""}
+                if kind == "refusal"
+                else {**self._part(kind), "text": "", "logprobs": []}
+            )
+            events.append(
+                {
+                    "type": "response.content_part.added",
+                    **self._where("message"),
+                    "content_index": len(self._parts) - 1,
+                    "part": empty,
+                }
+            )
+        return events
+
+    def _close_part(self) -> list[Json]:
+        if not self._parts or f"part:{len(self._parts)}" in self._closed:
+            return []
+        self._closed.add(f"part:{len(self._parts)}")
+        kind, where = self._parts[-1], {**self._where("message"), "content_index": len(self._parts) - 1}
+        part = self._part(kind)
+        if kind == "refusal":
+            done: Json = {"type": "response.refusal.done", **where, "refusal": part["refusal"]}
+        else:
+            done = {"type": "response.output_text.done", **where, "text": part["text"], "logprobs": part["logprobs"]}
+        return [done, {"type": "response.content_part.done", **where, "part": part}]
+
+    def _close_all(self) -> list[Json]:
+        """Close the open item, if any (its last part first)."""
+        if not self._items or self._items[-1] in self._closed:
+            return []
+        key = self._items[-1]
+        events: list[Json] = []
+        if key == "message":
+            events += self._close_part()
+        elif key == "reasoning" and self._summarised:
+            text, where = self.result.choice(0).reasoning or "", {**self._where(key), "summary_index": 0}
+            events.append({"type": "response.reasoning_summary_text.done", **where, "text": text})
+            part = {"type": "summary_text", "text": text}
+            events.append({"type": "response.reasoning_summary_part.done", **where, "part": part})
+        elif key.startswith("call:"):
+            call = self.result.choice(0).tool_calls[int(key[5:])]
+            events.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **self._where(key),
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+            )
+        self._closed.add(key)
+        events.append(
+            {"type": "response.output_item.done", "output_index": self._items.index(key), "item": self._item(key)}
+        )
+        return events
 
     def narrate(self, event: Event) -> list[Json]:
         self.result.apply(event)
-        if isinstance(event, Started):
-            item = {**self._item(), "content": []}
-            empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            return [
-                {"type": "response.output_item.added", "output_index": 0, "item": item},
-                {"type": "response.content_part.added", **self._where(), "part": empty},
-            ]
+        if isinstance(event, Reasoning):
+            events = self._open("reasoning")
+            if self._summarised and event.text:
+                events.append(
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        **self._where("reasoning"),
+                        "summary_index": 0,
+                        "delta": event.text,
+                    }
+                )
+            return events
         if isinstance(event, TextDelta):
+            events = self._open_part("output_text")
             delta = {"delta": event.text, "logprobs": self._logprobs(event.tokens)}
-            return [{"type": "response.output_text.delta", **self._where(), **delta}]
-        if isinstance(event, Finished):
-            part = self._part()
-            done = {"text": part["text"], "logprobs": part["logprobs"]}
             return [
-                {"type": "response.output_text.done", **self._where(), **done},
-                {"type": "response.content_part.done", **self._where(), "part": part},
-                {"type": "response.output_item.done", "output_index": 0, "item": self._item()},
+                *events,
+                {
+                    "type": "response.output_text.delta",
+                    **self._where("message"),
+                    "content_index": self._parts.index("output_text"),
+                    **delta,
+                },
             ]
-        return []  # usage arrives in the closing snapshot; tool calls are another issue's
+        if isinstance(event, Refusal):
+            events = self._open_part("refusal")
+            where = {**self._where("message"), "content_index": self._parts.index("refusal")}
+            return [*events, {"type": "response.refusal.delta", **where, "delta": event.text}]
+        if isinstance(event, ToolCallDelta):
+            key = f"call:{event.call_index}"
+            events = self._open(key)
+            if event.arguments:
+                events.append(
+                    {"type": "response.function_call_arguments.delta", **self._where(key), "delta": event.arguments}
+                )
+            return events
+        if isinstance(event, Finished):
+            choice = self.result.choice(0)
+            events = (
+                []
+                if self._items and (choice.text or choice.refusal is not None or choice.tool_calls)
+                else self._open_part("output_text")
+            )
+            return events + self._close_all()
+        return []  # usage arrives in the closing snapshot
 
     def snapshot(self, status: Status, error: Json | None = None) -> Json:
         body, finished = self.turn.body, status in ("completed", "incomplete")
@@ -235,7 +498,7 @@ class ResponseNarrator:
             "max_output_tokens": body.max_output_tokens,
             "max_tool_calls": body.max_tool_calls,
             "model": body.model,
-            "output": [self._item()] if 0 in self.result.choices else [],
+            "output": [self._item(key) for key in self._items],
             "parallel_tool_calls": True if body.parallel_tool_calls is None else body.parallel_tool_calls,
             "previous_response_id": body.previous_response_id,
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
@@ -244,7 +507,7 @@ class ResponseNarrator:
             "temperature": 1.0 if body.temperature is None else body.temperature,
             "text": body.text or {"format": {"type": "text"}},
             "tool_choice": body.tool_choice or "auto",
-            "tools": body.tools or [],
+            "tools": [_echoed_tool(tool) for tool in body.tools or ()],
             "top_logprobs": body.top_logprobs or 0,
             "top_p": 1.0 if body.top_p is None else body.top_p,
             "truncation": body.truncation or "disabled",
@@ -262,6 +525,6 @@ class ResponseNarrator:
             "input_tokens": given,
             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": made,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens if usage is not None else 0},
             "total_tokens": given + made,
         }

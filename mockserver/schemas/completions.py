@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from mockserver.schemas.common import GenerationFields
+from mockserver.schemas.tools import ResponseFormat
 
 __all__ = ["CompletionRequest"]
 
@@ -17,6 +18,8 @@ class CompletionRequest(GenerationFields):
     max_tokens: int | None = Field(None, ge=0)
     echo: bool | None = None
     logprobs: int | None = Field(None, ge=0)  # the upper bound is the profile's
+    images: list[str] | None = None  # Fireworks: data URLs of the prompt's images (counted, not seen)
+    response_format: ResponseFormat | None = None  # Fireworks and Together: JSON mode
 
     @field_validator("prompt")
     @classmethod

@@ -1,11 +1,11 @@
 """``POST /v1/responses`` (and ``/v1/responses/input_tokens``) request bodies.
 
 ``input`` is a string or a list of items. The items understood are messages (content a
-string, or parts: ``input_text`` / ``output_text`` carry text; ``input_image`` and
-``input_file`` are accepted and ignored, the reference model reads no images), a function's
+string, or parts: ``input_text`` / ``output_text`` carry text; an ``input_image`` costs its
+tokens but is not seen, an ``input_file`` is accepted and ignored), a function's
 output (``function_call_output``, read as a ``tool`` message) and an earlier function call
-(``function_call``, read as the assistant's turn). Tools, ``text.format`` and ``reasoning``
-are accepted and echoed; what they change belongs to other issues.
+(``function_call``, read as the assistant's turn). Function tools, ``text.format`` and
+``reasoning`` are read by the codec (:mod:`mockserver.routes.responses_codec`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ class ContentPart(WireModel):
     type: Literal["input_text", "output_text", "input_image", "input_file", "refusal"]
     text: str | None = None
     refusal: str | None = None
+    image_url: str | None = None  # input_image: a data URL (measured) or a URL (never fetched)
+    detail: str | None = None
 
 
 class MessageItem(WireModel):

@@ -1,0 +1,133 @@
+"""Teacher forcing: a decided :class:`~mockserver.generation.Answer` played out token by token.
+
+A scripted reply, a tool call or a structured-output object is not sampled: its text is
+tokenized, fed through the model to score every token (the backend does that part), and then
+released exactly as sampled tokens would be — text through the stop-string assembler, a
+refusal as refusal deltas, each tool call as an opening delta (``id`` and ``name``) followed
+by argument fragments. The caller counts produced tokens against ``max_tokens``, so a long
+answer is cut with ``finish_reason: "length"`` like any other.
+
+Nothing here touches torch: the backend hands in a ``make`` callback that builds each
+:class:`~mockserver.generation.Token` with the scores it computed.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from mockserver.generation import (
+    Answer,
+    ChoiceEvent,
+    FinishReason,
+    Refusal,
+    TextDelta,
+    Token,
+    ToolCallDelta,
+)
+from mockserver.stopping import TextAssembler
+
+__all__ = ["Recital", "TokenMaker"]
+
+TokenMaker = Callable[[int], Callable[[str], Token]]  # token id → (its text → the Token)
+Kind = Literal["text", "refusal", "name", "arguments"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    token_id: int
+    kind: Kind
+    call: int = 0  # which tool call ("name" / "arguments")
+    last: bool = False  # the last token of its span
+
+
+class Recital:
+    """One choice's answer. :attr:`ids` are every token to score, in order; :meth:`advance`
+    releases the next one. ``encode`` is the tokenizer's ``str -> ids``, ``raw`` its
+    ``id -> bytes``."""
+
+    def __init__(
+        self,
+        index: int,
+        answer: Answer,
+        encode: Callable[[str], list[int]],
+        raw: Callable[[int], bytes],
+        assembler: TextAssembler,
+        with_tokens: bool,
+    ) -> None:
+        self.index = index
+        self.answer = answer
+        self._raw = raw
+        self._assembler = assembler
+        self._with_tokens = with_tokens
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces: list[_Piece] = []
+        pieces += self._span(encode(answer.text), "text")
+        if answer.refusal:
+            pieces += self._span(encode(answer.refusal), "refusal")
+        for i, call in enumerate(answer.tool_calls):
+            pieces += self._span(encode(call.name), "name", i)
+            pieces += self._span(encode(call.arguments or ""), "arguments", i)
+        self._pieces = pieces
+        self.ids = [p.token_id for p in pieces]
+        self.produced = 0
+
+    @staticmethod
+    def _span(ids: list[int], kind: Kind, call: int = 0) -> list[_Piece]:
+        return [_Piece(t, kind, call, last=j == len(ids) - 1) for j, t in enumerate(ids)]
+
+    @property
+    def done(self) -> bool:
+        return self.produced >= len(self._pieces)
+
+    @property
+    def reason(self) -> FinishReason:
+        """How the answer finishes when it is played to the end."""
+        if self.answer.finish_reason is not None:
+            return self.answer.finish_reason
+        return "tool_calls" if self.answer.tool_calls else "stop"
+
+    def advance(self, make: TokenMaker) -> tuple[list[ChoiceEvent], FinishReason | None, str | None]:
+        """Release the next token: its events, and (reason, matched stop) if the choice ends."""
+        piece = self._pieces[self.produced]
+        self.produced += 1
+        events: list[ChoiceEvent] = []
+        if piece.kind == "text":
+            released = self._assembler.push(self._raw(piece.token_id), make(piece.token_id))
+            if self._assembler.stopped:  # a stop string inside the scripted text ends it there
+                self._text(events, released)
+                return events, "stop", self._assembler.matched
+            if piece.last:
+                released += self._assembler.flush()
+            self._text(events, released)
+        elif piece.kind == "refusal":
+            text = self._decoder.decode(self._raw(piece.token_id), final=piece.last)
+            if text:
+                events.append(Refusal(self.index, text))
+        elif piece.kind == "name":
+            if piece.last:
+                call = self.answer.tool_calls[piece.call]
+                events.append(ToolCallDelta(self.index, piece.call, id=call.id, name=call.name))
+        else:
+            text = self._decoder.decode(self._raw(piece.token_id), final=piece.last)
+            if text:
+                events.append(ToolCallDelta(self.index, piece.call, arguments=text))
+        return events, (self.reason if self.done else None), None
+
+    def cut(self) -> list[ChoiceEvent]:
+        """The budget ran out mid-answer: release what is held (``finish_reason: length``)."""
+        events: list[ChoiceEvent] = []
+        self._text(events, self._assembler.flush())
+        tail = self._decoder.decode(b"", final=True)
+        if tail and self._pieces[self.produced - 1].kind == "refusal":
+            events.append(Refusal(self.index, tail))
+        elif tail:
+            events.append(ToolCallDelta(self.index, self._pieces[self.produced - 1].call, arguments=tail))
+        return events
+
+    def _text(self, events: list[ChoiceEvent], released: list[Token]) -> None:
+        if released:
+            text = "".join(t.text for t in released)
+            events.append(TextDelta(self.index, text, tuple(released) if self._with_tokens else ()))
