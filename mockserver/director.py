@@ -33,6 +33,9 @@ class Scripted(Protocol):
     def answer(self, request: GenerationRequest, surface: str, session: str | None) -> Answer | None: ...
 
 
+_JSON_FAULTS = frozenset({"content.off_schema", "content.bad_arguments"})
+
+
 def _seed(request: GenerationRequest, *parts: object) -> int:
     return int.from_bytes(digest(b"answer", request.seed, *parts)[:8], "big") >> 1
 
@@ -79,10 +82,35 @@ def _filled(request: GenerationRequest, answer: Answer, choice: int) -> Answer:
     return replace(answer, tool_calls=calls)
 
 
+def _faulty(request: GenerationRequest, answer: Answer, faults: frozenset[str]) -> Answer:
+    """The ``content.off_schema`` / ``content.bad_arguments`` faults applied to an answer."""
+    from mockserver.fake_json import off_schema
+
+    offered = {tool.name: tool for tool in request.tools}
+    text, calls = answer.text, list(answer.tool_calls)
+    if "content.off_schema" in faults:
+        if request.response_format is not None and text:
+            text = off_schema(request.response_format.schema, text)
+        for k, call in enumerate(calls):
+            tool = offered.get(call.name)
+            if tool is not None and call.arguments is not None:
+                calls[k] = replace(call, arguments=off_schema(tool.parameters or {"type": "object"}, call.arguments))
+    if "content.bad_arguments" in faults:
+        # Cut before the closing brace: the JSON never ends, as a model's sometimes does not.
+        calls = [replace(call, arguments=(call.arguments or "{}")[:-1]) for call in calls]
+    return replace(answer, text=text, tool_calls=tuple(calls))
+
+
 def direct(
-    request: GenerationRequest, script: Scripted | None = None, surface: str = "chat", session: str | None = None
+    request: GenerationRequest,
+    script: Scripted | None = None,
+    surface: str = "chat",
+    session: str | None = None,
+    faults: frozenset[str] = frozenset(),
 ) -> GenerationRequest:
-    """``request`` with ``answers`` decided (unchanged when every choice is sampled)."""
+    """``request`` with ``answers`` decided (unchanged when every choice is sampled).
+    ``faults`` are the names of the request's faults: the ``content.*`` ones that break
+    JSON act here, before the answer is scored."""
     scripted = script.answer(request, surface, session) if script is not None else None
     answers: list[Answer | None] = []
     for p, prompt in enumerate(request.prompts):
@@ -103,4 +131,6 @@ def direct(
                 answers.append(None)
     if all(a is None for a in answers):
         return request
+    if faults & _JSON_FAULTS:
+        answers = [None if a is None else _faulty(request, a, faults) for a in answers]
     return replace(request, answers=tuple(answers), best_of=None)

@@ -22,7 +22,7 @@ from mockserver.fake_draw import Gen
 from mockserver.schema_check import check_schema
 from mockserver.schema_math import Unsat
 
-__all__ = ["check_schema", "fake_json", "fake_value"]
+__all__ = ["check_schema", "fake_json", "fake_value", "off_schema"]
 
 _ATTEMPTS = 6  # derived seeds tried before a schema is declared unsatisfiable
 
@@ -110,3 +110,33 @@ def fake_json(schema: Mapping[str, Any] | None, seed: int) -> str:
     """:func:`fake_value` as compact JSON; ``None`` means any JSON object (a few plausible keys)."""
     value = fake_value(_ANY_OBJECT if schema is None else schema, seed)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _wrong(schema: Any) -> Any:
+    """A value of a type ``schema`` does not name (a best guess: the checks below decide)."""
+    kinds = schema.get("type") if isinstance(schema, Mapping) else None
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    return [] if "string" in kinds else "not-a-" + (kinds[0] if kinds else "value")
+
+
+def off_schema(schema: Mapping[str, Any] | None, text: str) -> str:
+    """``text`` (JSON valid against ``schema``) changed into JSON that is *not* — the
+    ``content.off_schema`` fault. Tried in order: drop a required property, give a property a
+    value of the wrong type, answer with the wrong type altogether. ``None`` (any JSON object)
+    becomes an array. A schema that accepts everything cannot be broken: ``text`` comes back.
+    """
+    value = json.loads(text)
+    if schema is None:
+        return json.dumps([value], ensure_ascii=False, separators=(",", ":"))
+    _, validator = _compiled(json.dumps(schema, ensure_ascii=False, default=_plain))
+    candidates: list[Any] = []
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            candidates.append({k: v for k, v in value.items() if k != key})
+        for key, sub in (schema.get("properties") or {}).items():
+            candidates.append({**value, key: _wrong(sub)})
+    candidates += [_wrong(schema), None, "off-schema", 0, [], {}]
+    for candidate in candidates:
+        if not validator.is_valid(candidate):
+            return json.dumps(candidate, ensure_ascii=False, separators=(",", ":"))
+    return text

@@ -97,6 +97,10 @@ CATALOGUE: Mapping[str, Entry] = MappingProxyType(
         "content.length": Entry("content", "every choice finishes with `length`"),
         "content.filter": Entry("content", "every choice finishes with `content_filter`"),
         "content.refusal": Entry("content", "every choice refuses: chat's `refusal` instead of `content`"),
+        "content.bad_arguments": Entry("content", "tool-call arguments are not valid JSON (cut before their end)"),
+        "content.off_schema": Entry(
+            "content", "structured output and tool arguments are JSON that breaks the requested schema"
+        ),
         "latency.ttft": Entry("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
         "latency.itl": Entry("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
         "latency.queue": Entry("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),

@@ -325,3 +325,35 @@ def test_images_cost_prompt_tokens_by_the_tiling_rule(client: openai.OpenAI, liv
     plain = httpx.post(live.url + "/fireworks/v1/completions", json=fireworks, timeout=60).json()
     seen = httpx.post(live.url + "/fireworks/v1/completions", json={**fireworks, "images": [image]}, timeout=60).json()
     assert seen["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"] + 765
+
+
+def test_json_breaking_content_faults(live: Live) -> None:
+    def ask(fault: str, **body: Any) -> dict[str, Any]:
+        reply = httpx.post(
+            live.base_url + "/chat/completions",
+            json={"model": "gpt-4o", "messages": ASK, **body},
+            headers={"x-mockserver-fault": fault},
+            timeout=60,
+        )
+        assert reply.status_code == 200 and reply.headers["x-mockserver-faults"] == fault
+        return reply.json()["choices"][0]["message"]  # type: ignore[no-any-return]
+
+    cut = ask("content.bad_arguments", tools=TOOLS)["tool_calls"][0]["function"]["arguments"]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut)
+    off = ask("content.off_schema", tools=TOOLS)["tool_calls"][0]["function"]["arguments"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(off), _schema(WEATHER))
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    structured = {"type": "json_schema", "json_schema": {"name": "n", "schema": schema, "strict": True}}
+    text = ask("content.off_schema", response_format=structured)["content"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(text), schema)
+    assert not isinstance(
+        json.loads(ask("content.off_schema", response_format={"type": "json_object"})["content"]), dict
+    )

@@ -168,6 +168,7 @@ async def handle(request: Request, codec: Codec) -> Response:
         ctx.script,
         codec.endpoint,
         request.headers.get("x-mockserver-session"),
+        frozenset(f.name for f in faults),
     )
     call = Call(
         gen=gen,

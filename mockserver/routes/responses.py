@@ -113,6 +113,7 @@ async def create(request: Request) -> Response:
         ctx.script,
         "responses",
         request.headers.get("x-mockserver-session"),
+        frozenset(f.name for f in faults),
     )
     headers = {"x-mockserver-seed": str(seed)}
     # A foreground request's errors (context overflow) are an HTTP status: prime it first.
