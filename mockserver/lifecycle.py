@@ -138,12 +138,33 @@ class Lifecycle:
         self.queue_time = queue_time
         self.tokens_per_second = tokens_per_second
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._cleanup: set[asyncio.Task[None]] = set()  # writes of abandoned foreground runs
         self._signals = _Signals()
 
     # ---- running ------------------------------------------------------------------------
 
     async def run(self, job: Job) -> AsyncIterator[Json]:
-        """The run's numbered stream events, each stored before it is yielded."""
+        """The run's numbered stream events, each stored before it is yielded.
+
+        A stored foreground stream whose client goes away before its end is stopped, and its
+        record is written ``cancelled`` with the output so far — not left ``in_progress``
+        for ever. (The write runs as its own task: the closing generator may be cancelled.)
+        """
+        ended = False
+        try:
+            async for event in self._run(job):
+                yield event
+            ended = True
+        finally:
+            if not ended and job.stored and not job.background:
+                task = asyncio.get_running_loop().create_task(self._abandoned(job))
+                self._cleanup.add(task)
+                task.add_done_callback(self._cleanup.discard)
+
+    async def _abandoned(self, job: Job) -> None:
+        await self._write(job, "in_progress", "cancelled", [])
+
+    async def _run(self, job: Job) -> AsyncIterator[Json]:
         numbers = itertools.count()
         narrator = job.narrator
 

@@ -135,3 +135,19 @@ def test_input_images_cost_tokens(client: openai.OpenAI) -> None:
     text = {"type": "input_text", "text": "What is this?"}
     image = {"type": "input_image", "image_url": _png(512, 512), "detail": "low"}
     assert counted([text, image]) == counted([text]) + 85
+
+
+def test_an_abandoned_foreground_stream_is_cancelled_not_left_running(client: openai.OpenAI, live: Live) -> None:
+    import time
+
+    body = {"model": "gpt-4o", "input": "Tell me a long story.", "max_output_tokens": 400, "stream": True}
+    with httpx.stream("POST", live.base_url + "/responses", json=body, timeout=60) as r:
+        lines = r.iter_lines()
+        first = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        response_id = first["response"]["id"]
+        for _ in range(20):  # a few deltas, then hang up
+            next(lines)
+    deadline = time.monotonic() + 10
+    while (status := client.responses.retrieve(response_id).status) == "in_progress" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status == "cancelled"

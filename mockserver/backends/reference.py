@@ -130,7 +130,16 @@ class ReferenceBackend:
                 self._queued -= 1
             return fn()
 
-        return self._pool.submit(task)
+        def uncount(future: Future[_T]) -> None:
+            if future.cancelled():  # it never started, so task() never uncounted it
+                with self._lock:
+                    self._queued -= 1
+
+        future = self._pool.submit(task)
+        # Cancellation can come from anywhere: the finally below, or asyncio cancelling an
+        # awaited wrap_future (a client gone while its request waited for the pool).
+        future.add_done_callback(uncount)
+        return future
 
     def _contended(self) -> bool:
         """Is other work waiting for a pool thread? (Read racily: a hint for slicing.)"""
@@ -163,9 +172,8 @@ class ReferenceBackend:
                 for event in events:
                     yield event
         finally:
-            if pending is not None and pending.cancel():  # the client left: a queued step never runs
-                with self._lock:
-                    self._queued -= 1  # ...so it will not uncount itself
+            if pending is not None:
+                pending.cancel()  # the client left: a queued step never runs
 
 
 @dataclass(slots=True)
