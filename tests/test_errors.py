@@ -54,7 +54,7 @@ CASES: list[Any] = [
     pytest.param(COMP, {"model": "m", "prompt": "x", "stop": 7}, "stop", id="stop-type"),
     pytest.param(COMP, {"model": "m", "prompt": [1, 99999]}, "prompt", id="token-out-of-vocab"),
     pytest.param(COMP, {"model": "m", "prompt": [[5], [-3]]}, "prompt", id="token-negative"),
-    pytest.param(COMP, {"model": "m", "prompt": [1, "a"]}, "prompt", id="prompt-mixed-list"),
+    pytest.param(COMP, {"model": "m", "prompt": [1, "a"]}, "prompt[0]", id="prompt-mixed-list"),
     pytest.param(COMP, {"model": "m", "prompt": "x", "echo": "yes"}, "echo", id="echo-type"),
     pytest.param(COMP, {"model": "m", "prompt": "x", "seed": "1"}, "seed", id="seed-type"),
     pytest.param(

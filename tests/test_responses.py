@@ -189,7 +189,7 @@ def test_every_body_and_event_validates(client: openai.OpenAI, live: Live) -> No
                      id="bad-include"),
         pytest.param("POST", "/responses", {"model": "m"}, 400, "input", id="no-input"),
         pytest.param("POST", "/responses", {"model": "m", "input": [{"role": "robot", "content": "x"}]}, 400,
-                     "input", id="bad-role"),
+                     "input[0].role", id="bad-role"),
     ],
 )  # fmt: skip
 def test_bad_input(live: Live, method: str, path: str, body: Any, status: int, param: str) -> None:

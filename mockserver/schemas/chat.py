@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator
 
 from mockserver.schemas.common import GenerationFields, WireModel
 from mockserver.schemas.tools import FunctionCall, FunctionDef, FunctionTool, ResponseFormat, ToolChoice
@@ -30,9 +30,19 @@ class ImagePart(WireModel):
     image_url: ImageUrl
 
 
+def _part_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "ImagePart" if kind == "image_url" else "TextPart"  # class names: error paths skip them
+
+
+Part = Annotated[
+    Annotated[TextPart, Tag("TextPart")] | Annotated[ImagePart, Tag("ImagePart")], Discriminator(_part_tag)
+]
+
+
 class ChatMessageIn(WireModel):
     role: Role
-    content: str | list[TextPart | ImagePart] | None = None
+    content: str | list[Part] | None = None
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: list[dict[str, Any]] | None = None

@@ -85,8 +85,11 @@ def _param(loc: tuple[int | str, ...]) -> str | None:
 
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:
-    """The first validation error as OpenAI's 400, naming the parameter."""
-    error = exc.errors(include_url=False)[0]
+    """The most specific validation error as OpenAI's 400, naming the parameter. When a
+    union fails (``input`` is a string or a list of items), the error from deepest inside
+    the body says what is wrong (``input[0].role``), not "should be a valid string"."""
+    errors = exc.errors(include_url=False)
+    error = max(errors, key=lambda e: len(e["loc"]))  # the first of the deepest
     param = _param(tuple(error["loc"]))
     if error["type"] == "missing":
         return InvalidRequest(f"Missing required parameter: '{param}'.", param=param)

@@ -68,11 +68,19 @@ def _kind(value: Any) -> str:
     return str(kind)
 
 
+_TAG_OF = {"message": "MessageItem", "function_call_output": "FunctionCallOutput", "function_call": "FunctionCall"}
+
+
+def _tag(value: Any) -> str:
+    # Tags are class names: error paths skip them (``input[0].role``, not ``input[0].message.role``).
+    return _TAG_OF.get(_kind(value), _kind(value))
+
+
 InputItem = Annotated[
-    Annotated[MessageItem, Tag("message")]
-    | Annotated[FunctionCallOutput, Tag("function_call_output")]
-    | Annotated[FunctionCall, Tag("function_call")],
-    Discriminator(_kind),
+    Annotated[MessageItem, Tag("MessageItem")]
+    | Annotated[FunctionCallOutput, Tag("FunctionCallOutput")]
+    | Annotated[FunctionCall, Tag("FunctionCall")],
+    Discriminator(_tag),
 ]
 
 
