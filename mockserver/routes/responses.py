@@ -26,6 +26,7 @@ from mockserver.injector import BODY_KEY, PLAN_KEY
 from mockserver.lifecycle import Job, Lifecycle
 from mockserver.routes import responses_codec as codec
 from mockserver.routes.generate import parse_json
+from mockserver.routes.responses_narrator import ResponseNarrator, Turn
 from mockserver.schemas.common import WireModel, invalid_request
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.store import Record
@@ -122,8 +123,8 @@ async def create(request: Request) -> Response:
     created_at = int(now)
     for n in itertools.count():  # the request's first id not taken by a stored response
         salt = canonical if n == 0 else canonical + f"#{n}".encode()
-        turn = codec.Turn(seeding.make_id("resp_", salt, seed), created_at, body, stored)
-        narrator = codec.ResponseNarrator(turn, ctx.clock)
+        turn = Turn(seeding.make_id("resp_", salt, seed), created_at, body, stored)
+        narrator = ResponseNarrator(turn, ctx.clock)
         record = Record(
             id=turn.id,
             response=narrator.snapshot("queued" if background else "in_progress"),
