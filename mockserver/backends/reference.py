@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -33,7 +33,9 @@ from mockserver.generation import (
 )
 
 if TYPE_CHECKING:
+    from mockserver.backends.embedding import Pooler
     from mockserver.config import Settings
+    from mockserver.embeddings import Space, TokenCheck
     from mockserver.reference.model import GPT
     from mockserver.reference.tokenizer import Tokenizer
 
@@ -84,6 +86,7 @@ class ReferenceBackend:
         self._queued = 0  # tasks submitted to the pool and not yet started
         self._loading: Future[Runtime] | None = None
         self.steps = 0  # decoding steps taken, all requests together (observable by tests)
+        self._pooler: Pooler | None = None  # embeddings, made on first use
 
     def warm_up(self) -> Future[Runtime]:
         """Start loading the model in the pool (idempotent); requests wait for it."""
@@ -149,8 +152,39 @@ class ReferenceBackend:
             if pending is not None:
                 pending.cancel()  # the client left: a queued step never runs
 
+    async def embed(
+        self, inputs: Sequence[str | Sequence[int]], space: Space, check: TokenCheck, *, for_json: bool = False
+    ) -> tuple[list[list[float]], int]:
+        """Embeddings (:class:`~mockserver.embeddings.Embedder`; the pooling is described in
+        :mod:`mockserver.backends.embedding`). Tokenised, checked and computed on the pool,
+        each input alone, in tasks of bounded cost so that other requests get a thread between."""
+        from mockserver.backends.embedding import Pooler, shortest, slices
+
+        runtime = await asyncio.wrap_future(self.warm_up())
+        if self._pooler is None:
+            self._pooler = Pooler(runtime.model)  # cheap: it computes what it needs in the pool
+        pooler = self._pooler
+
+        def compute(part: list[list[int]]) -> list[list[float]]:
+            vectors = [pooler.vector(ids, space) for ids in part]
+            return shortest(vectors) if for_json else [v.tolist() for v in vectors]
+
+        def start() -> tuple[list[list[list[int]]], list[list[float]]]:
+            ids = [runtime.tokenizer.encode(x) if isinstance(x, str) else list(x) for x in inputs]
+            check(ids)
+            parts = slices(ids)
+            return parts, compute(parts[0])
+
+        parts, rows = await asyncio.wrap_future(self._submit(start))
+        for part in parts[1:]:
+            rows += await asyncio.wrap_future(self._submit(partial(compute, part)))
+        return rows, sum(len(ids) for part in parts for ids in part)
+
 
 def from_settings(settings: Settings) -> ReferenceBackend:
     """The registry's factory (see :mod:`mockserver.backends`)."""
-    longest = max([settings.context_window, *settings.model_windows().values()])
+    from mockserver.embeddings import MAX_INPUT_TOKENS
+
+    # Embedding inputs reach MAX_INPUT_TOKENS whatever the generation windows are.
+    longest = max([settings.context_window, MAX_INPUT_TOKENS, *settings.model_windows().values()])
     return ReferenceBackend(threads=settings.model_threads, max_positions=longest)

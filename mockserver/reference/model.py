@@ -303,6 +303,33 @@ class GPT(nn.Module):
         return self.logits(states), cache
 
     @torch.inference_mode()
+    def states(self, ids: list[int], depth: int | None = None) -> Tensor:
+        """The residual stream of a prompt run alone: [depth + 1, T, C], row 0 the token
+        embeddings and row l the output of block l (no final norm). Only the first ``depth``
+        blocks run (all by default). Window-sized chunks, like :meth:`prefill`; embeddings
+        pool these (see :mod:`mockserver.backends.embedding`)."""
+        blocks = list(self.blocks)[: self.cfg.n_layer if depth is None else depth]
+        cache = self.empty_cache()
+        keep = self.cfg.window - 1
+        rows: list[Tensor] = []
+        for start in range(0, len(ids), self.cfg.window):
+            chunk = ids[start : start + self.cfg.window]
+            t, past = len(chunk), cache.keys[0].size(2)
+            rot = self.rotary.multipliers(cache.position, t)
+            mask = self._window_mask(cache.position, past, t)
+            x = self.embed[chunk].unsqueeze(0)  # [1, T, C]
+            layers, keys, vals = [x[0]], [], []
+            for block, pk, pv in zip(blocks, cache.keys, cache.values, strict=False):
+                assert isinstance(block, Block)
+                x, k, v = block.extend(x, rot, mask, pk, pv)
+                layers.append(x[0])
+                keys.append(k[:, :, -keep:])
+                vals.append(v[:, :, -keep:])
+            rows.append(torch.stack(layers))  # [depth + 1, T, C]
+            cache = KVCache(keys, vals, cache.position + t)
+        return torch.cat(rows, dim=1)
+
+    @torch.inference_mode()
     def feed(self, ids: list[int], cache: KVCache) -> tuple[Tensor, KVCache]:
         """Feed a few known tokens after ``cache``: logits [V] for the next token, and the cache."""
         hidden, cache = self.extend(ids, cache)

@@ -1,0 +1,58 @@
+"""``POST /v1/embeddings``: body → schema → OpenAI's rules → the backend's ``embed`` → JSON.
+
+No tokens are generated, so none of the generation spine applies (no engine wrappers, no
+stream); HTTP faults, the journal and rate limits still apply, in the injector in front.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from mockserver import embeddings, params
+from mockserver.context import ServerContext
+from mockserver.errors import NotFound
+from mockserver.injector import BODY_KEY
+from mockserver.routes.generate import parse_json
+from mockserver.schemas.common import invalid_request
+from mockserver.schemas.embeddings import EmbeddingRequest
+from mockserver.streaming import dumps
+
+__all__ = ["create"]
+
+LARGE = 16 * 1536  # floats: bodies this big take ~10 ms to write as JSON
+
+
+async def create(request: Request) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    profile = ctx.profile_of(request.scope)
+    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
+    raw = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
+    # Profiles list the fields their provider documents for chat and completions only, so
+    # --strict has nothing to check here: this just lifts a literal ``extra_body``.
+    data = params.prepare(raw, profile, "chat", strict=False)
+    try:
+        body = EmbeddingRequest.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
+    backend = ctx.engine.backend
+    if not isinstance(backend, embeddings.Embedder):
+        raise NotFound(
+            f"Embeddings are not available with the {ctx.settings.backend!r} backend: "
+            "POST /v1/embeddings needs the reference model (--backend reference)."
+        )
+    if body.model not in embeddings.MODELS:
+        ctx.context_window(body.model, profile)  # 404 for an unlisted id under --reject-unknown-models
+    space = embeddings.space(body.model, body.dimensions)
+    inputs, single = embeddings.inputs(body.input)
+    check = partial(embeddings.check_tokens, vocab=ctx.vocab_size, single=single)
+    as_float = body.encoding_format != "base64"
+    vectors, tokens = await backend.embed(inputs, space, check, for_json=as_float)
+    answer = embeddings.response(body.model, vectors, tokens, "float" if as_float else "base64")
+    if as_float and len(vectors) * space.dimensions > LARGE:  # written off the event loop (see render)
+        return Response(await asyncio.to_thread(embeddings.render, answer), media_type="application/json")
+    return Response(dumps(answer), media_type="application/json")
