@@ -94,6 +94,20 @@ def _stop_token_ids(ids: list[int] | None, vocab: int | None) -> tuple[int, ...]
     return tuple(ids or ())
 
 
+# Limits of float32 arithmetic, found by fuzzing: a temperature of 1e-300 or a repetition
+# penalty of 5e-324 is a valid number that divides logits into infinities (and NaN
+# probabilities). Below these the limit behaviour is what is meant, so it is what is done:
+# a vanishing temperature is greedy; a vanishing penalty is this small one.
+MIN_TEMPERATURE = 1e-4
+MIN_REPETITION = 1e-4
+
+
+def _temperature(given: float | None) -> float:
+    if given is None:
+        return 1.0
+    return 0.0 if given < MIN_TEMPERATURE else given
+
+
 def sampling(
     body: GenerationFields,
     profile: Profile,
@@ -112,13 +126,13 @@ def sampling(
         raise invalid("prompt_logprobs", "prompt logprobs are not available when 'stream' is true.")
     behaviour = body.context_length_exceeded_behavior
     return Sampling(
-        temperature=1.0 if body.temperature is None else body.temperature,
+        temperature=_temperature(body.temperature),
         top_p=1.0 if body.top_p is None else body.top_p,
         top_k=max(0, body.top_k or 0),
         min_p=body.min_p or 0.0,
         presence_penalty=body.presence_penalty or 0.0,
         frequency_penalty=body.frequency_penalty or 0.0,
-        repetition_penalty=1.0 if body.repetition_penalty is None else body.repetition_penalty,
+        repetition_penalty=1.0 if body.repetition_penalty is None else max(body.repetition_penalty, MIN_REPETITION),
         logit_bias=_logit_bias(body.logit_bias, vocab),
         mirostat=Mirostat(body.mirostat_target, body.mirostat_lr or 0.1) if body.mirostat_target else None,
         max_tokens=max_tokens,

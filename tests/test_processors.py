@@ -165,3 +165,25 @@ def test_mirostat_keeps_the_observed_surprise_near_its_target(target: float) -> 
     mean = sum(settled) / len(settled)
     assert abs(mean - target) < 0.1 * target + 0.05, mean  # measured: 0.975 for 1.0, 2.476 for 2.5
     assert not math.isnan(sampler.mirostat.mu)
+
+
+
+def test_vanishing_temperature_and_penalty_are_their_limits_not_nan() -> None:
+    """Found by fuzzing /openapi.json: a temperature of 1e-300 or a repetition penalty of
+    5e-324 divided the logits into infinities and the probabilities into NaN."""
+    import numpy as np
+
+    from mockserver import params
+
+    assert params._temperature(1e-300) == 0.0  # the limit of a vanishing temperature: greedy
+    assert params._temperature(0.5) == 0.5
+    logits = torch.linspace(-5, 5, 64)
+    sampler = Sampler(
+        Sampling(repetition_penalty=params.MIN_REPETITION, temperature=params.MIN_TEMPERATURE),
+        random.Random(1),
+        64,
+        prompt_ids=[60, 61, 62],
+    )
+    with np.errstate(divide="raise", invalid="raise", over="raise"):  # underflow to 0 is fine
+        assert np.isfinite(sampler.process(logits)).all()
+        assert 0 <= sampler.pick(logits) < 64

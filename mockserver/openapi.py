@@ -1,0 +1,199 @@
+"""``GET /openapi.json``: our own surface as OpenAPI 3.1, generated from the pydantic models.
+
+Request bodies are the very models the handlers validate with (:mod:`mockserver.schemas`);
+response bodies are :mod:`mockserver.schemas.outputs`. The one thing written here is the
+table of operations — method, path, summary, which model goes in and which comes out — and a
+test holds it to the route table, so an endpoint cannot go undocumented. Streams are
+documented as ``text/event-stream`` whose frames are the named model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from mockserver.schemas import outputs
+from mockserver.schemas.chat import ChatRequest
+from mockserver.schemas.completions import CompletionRequest
+from mockserver.schemas.embeddings import EmbeddingRequest
+from mockserver.schemas.images import EditRequest, ImageRequest, VariationRequest
+from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
+
+__all__ = ["OPERATIONS", "Operation", "Param", "document"]
+
+Json = dict[str, Any]
+Method = Literal["get", "post", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    where: Literal["path", "query"]
+    schema: Json
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    method: Method
+    path: str  # OpenAPI style: /v1/models/{model}
+    summary: str
+    tag: str
+    request: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None  # None: described by ``raw`` (or no body schema)
+    stream: type[BaseModel] | None = None  # the body of each SSE frame, when it can stream
+    params: tuple[Param, ...] = ()
+    raw: tuple[str, Json] | None = None  # (media type, schema) of a non-JSON answer
+    multipart: Json | None = None  # a multipart/form-data request body's schema
+    errors: tuple[int, ...] = (400, 401, 404, 429, 500)
+    extra: Json = field(default_factory=dict)
+
+
+def _id(name: str) -> Param:
+    return Param(name, "path", {"type": "string"})
+
+
+def _form(model: type[BaseModel], files: tuple[str, ...], required: tuple[str, ...]) -> Json:
+    """A multipart body: the model's fields as form fields, and the uploaded files."""
+    schema = model.model_json_schema()
+    properties: Json = {k: v for k, v in schema.get("properties", {}).items() if "$ref" not in str(v)}
+    for name in files:
+        properties[name] = {"type": "string", "format": "binary"}
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_PAGE = (
+    Param("after", "query", {"type": "string"}, "Continue after this id."),
+    Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
+    Param("order", "query", {"type": "string", "enum": ["asc", "desc"]}),
+)
+
+OPERATIONS: list[Operation] = [
+    Operation("get", "/health", "Liveness: answered by the event loop even while the model is busy", "server",
+              raw=("application/json", {"type": "object"}), errors=()),
+    Operation("get", "/openapi.json", "This document", "server", raw=("application/json", {"type": "object"}),
+              errors=()),
+    Operation("get", "/v1/models", "List the answering profile's models", "models", response=outputs.ModelList),
+    Operation("get", "/v1/models/{model}", "Retrieve a model", "models", response=outputs.Model,
+              params=(_id("model"),)),
+    Operation("post", "/v1/chat/completions", "Create a chat completion", "chat", ChatRequest,
+              outputs.ChatCompletion, stream=outputs.ChatCompletionChunk),
+    Operation("get", "/v1/chat/completions", "List stored chat completions", "chat",
+              response=outputs.ChatCompletionList,
+              params=(Param("model", "query", {"type": "string"}), *_PAGE)),
+    Operation("get", "/v1/chat/completions/{completion_id}", "Retrieve a stored chat completion", "chat",
+              response=outputs.ChatCompletion, params=(_id("completion_id"),)),
+    Operation("post", "/v1/chat/completions/{completion_id}", "Update a stored chat completion's metadata", "chat",
+              response=outputs.ChatCompletion, params=(_id("completion_id"),),
+              extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "type": "object", "properties": {"metadata": {"type": ["object", "null"],
+                                                                "additionalProperties": {"type": "string"}}},
+                  "required": ["metadata"]}}}}}),
+    Operation("delete", "/v1/chat/completions/{completion_id}", "Delete a stored chat completion", "chat",
+              response=outputs.ChatCompletionDeleted, params=(_id("completion_id"),)),
+    Operation("get", "/v1/chat/completions/{completion_id}/messages", "List a stored chat completion's messages",
+              "chat", response=outputs.ChatMessageList, params=(_id("completion_id"), *_PAGE)),
+    Operation("post", "/v1/completions", "Create a completion", "completions", CompletionRequest,
+              outputs.Completion, stream=outputs.Completion),
+    Operation("post", "/v1/responses", "Create a response", "responses", ResponsesRequest, outputs.ResponseObject,
+              stream=outputs.ResponseStreamEvent),
+    Operation("post", "/v1/responses/input_tokens", "Count a response's input tokens", "responses",
+              InputTokensRequest, outputs.InputTokens),
+    Operation("get", "/v1/responses/{response_id}", "Retrieve a response, or resume its stream", "responses",
+              response=outputs.ResponseObject, stream=outputs.ResponseStreamEvent,
+              params=(_id("response_id"), Param("stream", "query", {"type": "boolean"}),
+                      Param("starting_after", "query", {"type": "integer", "minimum": -1}))),
+    Operation("delete", "/v1/responses/{response_id}", "Delete a response", "responses",
+              response=outputs.ResponseDeleted, params=(_id("response_id"),)),
+    Operation("post", "/v1/responses/{response_id}/cancel", "Cancel a background response", "responses",
+              response=outputs.ResponseObject, params=(_id("response_id"),)),
+    Operation("get", "/v1/responses/{response_id}/input_items", "List a response's input items", "responses",
+              response=outputs.InputItemList, params=(_id("response_id"), *_PAGE)),
+    Operation("post", "/v1/embeddings", "Create embeddings", "embeddings", EmbeddingRequest, outputs.EmbeddingList),
+    Operation("post", "/v1/images/generations", "Create images", "images", ImageRequest, outputs.ImagesResponse),
+    Operation("post", "/v1/images/edits", "Edit an image", "images", response=outputs.ImagesResponse,
+              multipart=_form(EditRequest, ("image", "mask"), ("image", "prompt"))),
+    Operation("post", "/v1/images/variations", "Create variations of an image", "images",
+              response=outputs.ImagesResponse, multipart=_form(VariationRequest, ("image",), ("image",))),
+    Operation("get", "/images/{image_id}.png", "An image answered with response_format 'url'", "images",
+              params=(_id("image_id"),), raw=("image/png", {"type": "string", "format": "binary"}), errors=(404,)),
+]  # fmt: skip
+
+
+def _content(model: type[BaseModel] | None, stream: type[BaseModel] | None) -> Json:
+    content: Json = {}
+    if model is not None:
+        content["application/json"] = {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+    if stream is not None:
+        # Each event as SSE parsers see it: an optional name, and data that is JSON of the
+        # frame model (or the ``[DONE]`` terminator of chat and completions streams).
+        frame = {"$ref": f"#/components/schemas/{stream.__name__}"}
+        json_data = {"type": "string", "contentMediaType": "application/json", "contentSchema": frame}
+        event = {
+            "type": "object",
+            "properties": {"event": {"type": "string"}, "data": {"anyOf": [{"const": "[DONE]"}, json_data]}},
+            "required": ["data"],
+            "description": f"One server-sent event; its data is a {stream.__name__}.",
+        }
+        content["text/event-stream"] = {"schema": event}
+    return content
+
+
+def _operation(op: Operation) -> Json:
+    body: Json = {"summary": op.summary, "tags": [op.tag], "operationId": f"{op.method}_{op.path}"}
+    if op.params:
+        body["parameters"] = [
+            {"name": p.name, "in": p.where, "required": p.where == "path", "schema": p.schema}
+            | ({"description": p.description} if p.description else {})
+            for p in op.params
+        ]
+    if op.request is not None:
+        schema = {"$ref": f"#/components/schemas/{op.request.__name__}"}
+        body["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+    if op.multipart is not None:
+        body["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": op.multipart}}}
+    ok: Json = {"description": "OK"}
+    content = _content(op.response, op.stream)
+    if op.raw is not None:
+        content[op.raw[0]] = {"schema": op.raw[1]}
+    if content:
+        ok["content"] = content
+    responses: Json = {"200": ok}
+    for status in op.errors:
+        error = {"$ref": "#/components/schemas/ErrorResponse"}
+        responses[str(status)] = {"description": "Error", "content": {"application/json": {"schema": error}}}
+    body["responses"] = responses
+    return body | op.extra
+
+
+@cache
+def document() -> Json:
+    """The whole document (built once: it depends on nothing but the code)."""
+    models: set[type[BaseModel]] = {outputs.ErrorResponse}
+    for op in OPERATIONS:
+        models.update(m for m in (op.request, op.response, op.stream) if m is not None)
+    ordered = sorted(models, key=lambda m: m.__name__)
+    modes = [(m, "validation" if _is_request(m) else "serialization") for m in ordered]
+    _, definitions = models_json_schema(modes, ref_template="#/components/schemas/{model}")  # type: ignore[arg-type]
+    paths: Json = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _operation(op)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mockserver",
+            "version": "0.1.0",
+            "description": "An OpenAI-compatible test double. Every /v1 path is also served under a "
+            "provider prefix (/fireworks/v1/…, /together/v1/…) answering in that provider's dialect.",
+        },
+        "paths": paths,
+        "components": {"schemas": definitions.get("$defs", {})},
+    }
+
+
+def _is_request(model: type[BaseModel]) -> bool:
+    return not model.__module__.endswith(".outputs")
