@@ -27,7 +27,10 @@ _SEED_MASK = (1 << 63) - 1  # torch.Generator seeds must fit a signed 64-bit int
 def canonical(body: Mapping[str, Any]) -> bytes:
     """The body as canonical JSON bytes: sorted keys, delivery-only fields dropped."""
     kept = {k: v for k, v in body.items() if k not in _DELIVERY_FIELDS}
-    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # surrogatepass: JSON may carry a lone surrogate ("\\ud800"); the request is still hashed
+    # (and then answered with a 400 by whatever cannot read it), never a 500 here.
+    return text.encode("utf-8", "surrogatepass")
 
 
 def digest(*parts: object) -> bytes:

@@ -71,6 +71,14 @@ CASES: list[Any] = [
         CHAT, {"model": "m", "messages": [{"role": "user", "content": 3}]}, "messages[0].content", id="content-type"
     ),
     pytest.param(COMP, {"model": "m", "prompt": "x", "max_tokens": 9000}, "prompt", id="context-length"),
+    # JSON may escape half a surrogate pair; no tokenizer can encode it (was a 500 / a reset).
+    pytest.param(COMP, b'{"model": "m", "prompt": "a\\ud800b"}', "prompt", id="lone-surrogate"),
+    pytest.param(
+        CHAT,
+        b'{"model": "m", "messages": [{"role": "user", "content": "\\udfff"}]}',
+        "messages",
+        id="chat-lone-surrogate",
+    ),
     pytest.param(
         CHAT,
         {"model": "m", "messages": [{"role": "user", "content": "word " * 9000}]},

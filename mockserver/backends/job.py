@@ -157,6 +157,14 @@ class Job:
             choice.scores = self._sampling.log_probs(rows)
 
     def _encode(self, prompt: Prompt, param: str) -> list[int]:
+        from mockserver.reference.tokenizer import NotUnicode
+
+        try:
+            return self._tokens(prompt, param)
+        except NotUnicode as exc:
+            raise InvalidRequest(f"Invalid value for '{param}': {exc}.", param=param) from None
+
+    def _tokens(self, prompt: Prompt, param: str) -> list[int]:
         tok = self.runtime.tokenizer
         keep = self.request.sampling.keep_prompt_tokens
         if prompt.messages is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as _HFTokenizer
 
-__all__ = ["ASSETS", "EOS", "IM_END", "IM_START", "SPECIAL_TOKENS", "Tokenizer"]
+__all__ = ["ASSETS", "EOS", "IM_END", "IM_START", "SPECIAL_TOKENS", "NotUnicode", "Tokenizer"]
 
 ASSETS = Path(__file__).parent / "assets"
 EOS = "<|endoftext|>"
@@ -60,6 +60,11 @@ def display(raw: bytes) -> str:
         return "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
 
 
+class NotUnicode(ValueError):
+    """Text that is not Unicode: JSON may escape half a surrogate pair (``"\\ud800"``), which no
+    byte-level tokenizer can encode. Callers answer it with a 400 naming the field."""
+
+
 class Tokenizer:
     """Encode text, render chats, and give each token id its exact bytes."""
 
@@ -94,8 +99,12 @@ class Tokenizer:
         return Tokenizer.from_file(ASSETS / "tokenizer.json")
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; adds no special tokens of its own."""
-        return list(self._hf.encode(text, add_special_tokens=False).ids)
+        """Token ids of ``text``; adds no special tokens of its own (:class:`NotUnicode` for a
+        lone surrogate)."""
+        try:
+            return list(self._hf.encode(text, add_special_tokens=False).ids)
+        except TypeError:  # what the Rust side raises for a str it cannot turn into UTF-8
+            raise NotUnicode("it is not valid Unicode (a lone surrogate escape such as \\ud800)") from None
 
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes a token stands for (empty for special tokens)."""
