@@ -36,10 +36,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mockserver.cassette import Interaction, Request, Response, StreamCapture
 from mockserver.cassette_store import CassetteDir
 from mockserver.config import Settings
-from mockserver.errors import APIError, NotFound
+from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.injector import BODY_KEY, buffered, find_transport, parse_body, send_raw
 from mockserver.matching import Index, Key, Miss
 from mockserver.refold import fold, unfold
+from mockserver.replay_order import ReplayOrder
 from mockserver.streamfaults import reset
 from mockserver.streaming import dumps
 
@@ -47,6 +48,9 @@ __all__ = ["CassetteLayer"]
 
 SOURCE = b"x-mockserver-source"
 CASSETTE_HEADER = b"x-mockserver-cassette"
+RECORD_MODE_HEADER = b"x-mockserver-record-mode"
+SESSION_HEADER = b"x-mockserver-session"
+RECORD_MODES = ("none", "once", "new_episodes", "all")
 # Not replayed (the server sets its own) and not forwarded upstream.
 _HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date"})
 _NOT_UPSTREAM = frozenset({"host", "content-length", "connection", "accept-encoding", "authorization"})
@@ -58,15 +62,21 @@ class UpstreamError(APIError):
 
 
 class CassetteLayer:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    """Requests naming a cassette (``x-mockserver-cassette``) replay from that cassette only;
+    others from every cassette in the directory. ``x-mockserver-record-mode`` overrides
+    ``--record-mode`` for one request, so tests with different modes share one server."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, replay: ReplayOrder | None = None) -> None:
         self.app = app
         self.settings = settings
         self.dir = CassetteDir(settings.cassettes)
-        self.index = Index((i for batch in self.dir.load_all().values() for i in batch), ignore=settings.match_ignore)
+        loaded = self.dir.load_all()
+        self.index = Index((i for batch in loaded.values() for i in batch), ignore=settings.match_ignore)
+        self._by_cassette = {name: Index(batch, ignore=settings.match_ignore) for name, batch in loaded.items()}
         kind, _, factor = settings.replay_timing.partition(":")
         self.pace = 0.0 if kind == "instant" else (1.0 if kind == "recorded" else float(factor))
         self._client: httpx.AsyncClient | None = None
-        self._cursors: dict[tuple[Key, bool], int] = {}  # (request key, stream?) → played
+        self.replay = replay or ReplayOrder()
         self._keys: dict[tuple[str, str, bytes], Key] = {}  # request → its index key
         self._plain: dict[int, tuple[list[tuple[bytes, bytes]], bytes]] = {}  # id(recording) → headers, body
 
@@ -82,16 +92,26 @@ class CassetteLayer:
             raw, body = parsed
         query = scope.get("query_string", b"").decode("latin-1")
         target = scope["path"] + (f"?{query}" if query else "")
-        mode = self.settings.record_mode
-        cassette = _header(scope, CASSETTE_HEADER) or self.settings.cassette
+        mode = _header(scope, RECORD_MODE_HEADER) or self.settings.record_mode
+        if mode not in RECORD_MODES:
+            bad = InvalidRequest(
+                f"Invalid x-mockserver-record-mode '{mode}': use one of {', '.join(RECORD_MODES)}.",
+                param="x-mockserver-record-mode",
+            )
+            await _json_response(send, bad.status, bad.body(), {"x-mockserver-source": "miss"})
+            return
+        named = _header(scope, CASSETTE_HEADER)
+        cassette = named or self.settings.cassette
+        index = self._index(named)
+        session = _header(scope, SESSION_HEADER)
         wants_stream = isinstance(body, dict) and body.get("stream") is True
         found = None
         if mode != "all":
-            interaction = self._next(scope["method"], target, raw, wants_stream)
+            interaction = self._next(index, (named, session), scope["method"], target, raw, wants_stream)
             if interaction is not None:
                 await self._replay(interaction, body, send)
                 return
-            found = self.index.lookup(scope["method"], target, raw)
+            found = index.lookup(scope["method"], target, raw)
         records = mode in ("new_episodes", "all") or (mode == "once" and not self.dir.exists(cassette))
         if records and self.settings.upstream:
             await self._record(scope, target, raw, cassette, send)
@@ -105,21 +125,32 @@ class CassetteLayer:
 
     # ---- replay ---------------------------------------------------------------------------
 
-    def _next(self, method: str, target: str, raw: bytes, wants_stream: bool) -> Interaction | None:
+    def _index(self, cassette: str | None) -> Index:
+        """The recordings a request may replay: its named cassette's, else every cassette's."""
+        if cassette is None:
+            return self.index
+        found = self._by_cassette.get(cassette)
+        if found is None:
+            found = self._by_cassette[cassette] = Index(ignore=self.settings.match_ignore)
+        return found
+
+    def _next(
+        self, index: Index, scope: tuple[str | None, str | None], method: str, target: str, raw: bytes, stream: bool
+    ) -> Interaction | None:
         """The next recording of this request, in recorded order — of the same shape (stream
-        or not) when there is one, so a cassette holding both twins serves each its own."""
+        or not) when there is one, so a cassette holding both twins serves each its own.
+        ``scope`` is (cassette, session): each counts its own place in the recordings."""
         key = self._keys.get((method, target, raw))
         if key is None:  # keying redacts and canonicalises the body: worth remembering
-            key = self.index.key(method, target, raw)
+            key = index.key(method, target, raw)
             if len(self._keys) >= 4096:
                 self._keys.clear()
             self._keys[(method, target, raw)] = key
-        recorded = self.index.recorded(key)
+        recorded = index.recorded(key)
         if not recorded:
             return None
-        same = [i for i in recorded if (i.response.stream is not None) == wants_stream] or list(recorded)
-        played = self._cursors.get((key, wants_stream), 0)
-        self._cursors[(key, wants_stream)] = played + 1
+        same = [i for i in recorded if (i.response.stream is not None) == stream] or list(recorded)
+        played = self.replay.take(scope[1], (scope[0], key, stream))
         return same[min(played, len(same) - 1)]  # past the last, the last repeats
 
     async def _replay(self, interaction: Interaction, body: Any, send: Send) -> None:
@@ -216,6 +247,7 @@ class CassetteLayer:
             interaction = Interaction(Request(scope["method"], url, tuple(headers), raw), recorded).redacted()
             await self.dir.append_async(cassette, [interaction])
             self.index.add(interaction)
+            self._index(cassette).add(interaction)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def aclose(self) -> None:

@@ -15,6 +15,7 @@ from mockserver.journal import Journal
 from mockserver.lifecycle import Lifecycle
 from mockserver.profiles import PROFILES, Profile
 from mockserver.ratelimit import RateLimiter
+from mockserver.replay_order import ReplayOrder
 from mockserver.rules import RuleBook
 from mockserver.script import Script
 
@@ -25,16 +26,19 @@ PROFILE_KEY = "mockserver.profile"  # set in the ASGI scope by the path-prefix m
 
 @dataclass(frozen=True, slots=True)
 class Chaos:
-    """The live, resettable state of fault injection: rules, the journal, the rate limiter."""
+    """The live, resettable state of a test run: fault rules, the journal, the rate limiter,
+    and where replays are in their cassettes."""
 
     rules: RuleBook
     journal: Journal
     limiter: RateLimiter
+    replay: ReplayOrder = field(default_factory=ReplayOrder)  # cassette replay positions
 
     def reset(self) -> None:
         self.rules.clear()
         self.journal.clear()
         self.limiter.reset()
+        self.replay.clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,8 +180,9 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
 
 
 async def reset(request: Request, ctx: ServerContext) -> Any:
-    """Forget rules, scripted answers (but the ``--rules`` file's), the journal and rate-limit
-    buckets (only the session's, with a session)."""
+    """Forget rules, scripted answers (but the ``--rules`` file's), the journal, cassette
+    replay positions and rate-limit buckets (only the session's, with a session; the
+    buckets are not per session)."""
     session = _session(request)
     ctx.script.clear(session)
     if session is None:
@@ -189,6 +190,7 @@ async def reset(request: Request, ctx: ServerContext) -> Any:
     else:
         ctx.chaos.rules.clear(session)
         ctx.chaos.journal.clear(session)
+        ctx.chaos.replay.clear(session)
     return {"reset": True}
 
 
