@@ -17,11 +17,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mockserver import __version__
 from mockserver.backends import load_backend
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
 from mockserver.context import Chaos, ServerContext
-from mockserver.engine import Engine
 from mockserver.errors import APIError, AuthenticationError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
 from mockserver.faults import parse as parse_faults
 from mockserver.generation import Backend
@@ -29,6 +29,7 @@ from mockserver.injector import FaultInjector
 from mockserver.journal import Journal
 from mockserver.latency import Timeline
 from mockserver.lifecycle import Lifecycle
+from mockserver.metrics import CountingEngine, Metrics, MetricsLayer
 from mockserver.prefix import ProfilePrefix
 from mockserver.profiles import PROFILES, profile_named
 from mockserver.ratelimit import RateLimiter
@@ -120,12 +121,13 @@ def create_app(
         journal=Journal(settings.journal_size),
         limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
     )
+    metrics = Metrics(version=__version__, backend=settings.backend, profile=settings.profile)
     script = Script()
     if settings.rules:  # pinned: the file's rules outlive resets, like --faults
         script.load_file(settings.rules, pinned=True)
     ctx = ServerContext(
         settings=settings,
-        engine=Engine(chosen, Timeline.parse(settings.latency), settings.time_scale),
+        engine=CountingEngine(metrics, chosen, Timeline.parse(settings.latency), settings.time_scale),
         clock=clock,
         profile=profile_named(settings.profile),
         chaos=chaos,
@@ -157,13 +159,16 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.state.metrics = metrics
     if settings.cassettes:  # innermost: recordings answer in place of the routes
         from mockserver.cassette_layer import CassetteLayer  # httpx and vcrpy only when used
 
-        app.add_middleware(CassetteLayer, settings=settings)
+        app.add_middleware(CassetteLayer, settings=settings, replay=chaos.replay)
     if settings.api_keys:
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
     if settings.injector:
         app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
+    # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….
+    app.add_middleware(MetricsLayer, metrics=metrics, routes=app.routes)
     app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
     return app

@@ -6,6 +6,7 @@ Flags win over the environment, which wins over the defaults.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 import typing
 from collections.abc import Sequence
@@ -13,9 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mockserver import __version__
 from mockserver.config import Settings
 
-__all__ = ["build_parser", "main", "settings_from_args"]
+__all__ = ["banner", "build_parser", "main", "settings_from_args"]
 
 
 def _is_bool(annotation: Any) -> bool:
@@ -26,32 +28,119 @@ def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list
 
 
+# How `serve --help` groups the flags, by topic. Presentation only: the flags themselves come
+# from Settings, and a field missing here still gets its flag, under "other options".
+GROUPS: dict[str, tuple[str, ...]] = {
+    "server": ("host", "port", "log_level", "api_keys", "model_threads"),
+    "models and profiles": (
+        "profile",
+        "strict",
+        "models",
+        "context_window",
+        "reject_unknown_models",
+        "reasoning_models",
+        "backend",
+        "seed",
+        "frozen_time",
+    ),
+    "cassettes (record and replay)": (
+        "cassettes",
+        "record_mode",
+        "cassette",
+        "upstream",
+        "on_miss",
+        "replay_timing",
+        "match_ignore",
+    ),
+    "faults, latency and rate limits": (
+        "injector",
+        "faults",
+        "latency",
+        "time_scale",
+        "rate_limit_rpm",
+        "rate_limit_tpm",
+    ),
+    "scripted answers": ("rules",),
+    "Responses API and stored completions": (
+        "store",
+        "store_size",
+        "store_ttl",
+        "responses_queue_time",
+        "responses_tokens_per_second",
+    ),
+    "admin API and journal": ("admin_token", "admin_remote", "journal_size"),
+}
+
+
 def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per Settings field; unset flags stay ``None`` and defer to env/defaults."""
-    for name, field in Settings.model_fields.items():
+    """One flag per Settings field, grouped by topic; unset flags stay ``None`` and defer to
+    env/defaults."""
+    fields = Settings.model_fields
+    groups = {title: parser.add_argument_group(title) for title in GROUPS}
+    home = {name: groups[title] for title, names in GROUPS.items() for name in names}
+    other = parser.add_argument_group("other options")
+    ordered = [name for names in GROUPS.values() for name in names if name in fields]
+    ordered += [name for name in fields if name not in home]
+    for name in ordered:
+        field = fields[name]
         if "environment only" in (field.description or ""):
             continue  # secrets stay out of argv (and so out of `ps` and shell history)
+        group = home.get(name, other)
         flag = "--" + name.replace("_", "-")
         annotation = field.annotation
         default = field.get_default(call_default_factory=True)
         shown = ",".join(default) if isinstance(default, list) else default
         help_text = f"{field.description} [env MOCKSERVER_{name.upper()}; default: {shown}]"
         if _is_bool(annotation):
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
             metavar = "A,B,..." if _is_list(annotation) else name.upper()
-            parser.add_argument(flag, dest=name, default=None, metavar=metavar, help=help_text)
+            group.add_argument(flag, dest=name, default=None, metavar=metavar, help=help_text)
+
+
+# Wrapped by hand (the layout is kept) to fit an 80-column terminal.
+DESCRIPTION = """\
+mockserver is an OpenAI-compatible test double for LLM inference APIs. Point
+an SDK's base_url at it and completions, chat completions, the Responses API
+and models answer deterministically and offline: from a tiny CPU reference
+model with real logprobs, from recorded cassettes, or from scripted answers,
+with seeded faults (errors, rate limits, latency, broken streams) on top.
+The same request and seed always get the same bytes."""
+
+EPILOG = """\
+examples:
+  mockserver serve                     # http://127.0.0.1:4010/v1
+  mockserver serve --port 0 --seed 7 --faults 'http.503@p=0.1'
+  MOCKSERVER_UPSTREAM_API_KEY=sk-... mockserver serve \\
+      --cassettes ./cassettes --record-mode new_episodes \\
+      --upstream https://api.openai.com
+  mockserver cassettes check ./cassettes     # in CI: secrets recorded?
+
+  then point the app at it:
+    OPENAI_BASE_URL=http://127.0.0.1:4010/v1 OPENAI_API_KEY=x python app.py
+
+Every serve flag is also an environment variable: --model-threads 4 is
+MOCKSERVER_MODEL_THREADS=4. 'mockserver serve --help' lists them all."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mockserver",
-        description="An OpenAI-compatible test double for LLM inference APIs, deterministic and offline.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the examples' layout
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = commands.add_parser("serve", help="serve the API (default 127.0.0.1:4010, reference model)")
+    # The default metavar, {serve,cassettes}: a short one squeezes the summaries' column.
+    commands = parser.add_subparsers(dest="command", required=True, title="commands")
+    serve = commands.add_parser(
+        "serve",
+        usage="mockserver serve [options]",  # not every flag in one usage line
+        help="serve the API (by default on http://127.0.0.1:4010/v1)",
+        description="Serve the OpenAI-compatible API. Flags win over MOCKSERVER_* environment "
+        "variables, which win over the defaults.",
+    )
     add_settings_flags(serve)
-    cassettes = commands.add_parser("cassettes", help="work with recorded cassettes")
+    cassettes = commands.add_parser("cassettes", help="check recorded cassettes for secrets before committing")
     cassette_actions = cassettes.add_subparsers(dest="action", required=True, metavar="ACTION")
     check = cassette_actions.add_parser("check", help="exit 1 if a secret pattern is present under DIR (for CI)")
     check.add_argument("dir", metavar="DIR", help="a cassette directory (or one file)")
@@ -63,10 +152,59 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
+def banner(settings: Settings, host: str, port: int) -> str:
+    """What ``serve`` says once it listens: where, as what, and every mode a test author would
+    otherwise wonder about."""
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    strict = " (strict)" if settings.strict else ""
+    lines = [
+        f"mockserver {__version__} listening on {url}",
+        f"  base_url   {url}/v1  (or /<profile>/v1 for another dialect; /health, /metrics)",
+        f"  backend    {settings.backend}, profile {settings.profile}{strict}, seed {settings.seed}",
+    ]
+    if settings.models:
+        lines.append(f"  models     {', '.join(settings.models)}")
+    if settings.cassettes:
+        upstream = f" from {settings.upstream}" if settings.upstream and settings.record_mode != "none" else ""
+        timing = f", timing {settings.replay_timing}" if settings.replay_timing != "instant" else ""
+        lines.append(
+            f"  cassettes  {settings.cassettes}: record mode {settings.record_mode}{upstream}, "
+            f"on miss {settings.on_miss}{timing}"
+        )
+    if not settings.injector:
+        lines.append("  faults     off (no injector: no faults, rate limits or journal)")
+    elif settings.faults:
+        lines.append(f"  faults     {settings.faults}")
+    if settings.latency:
+        lines.append(f"  latency    {settings.latency} (time scale {settings.time_scale:g})")
+    if settings.rate_limit_rpm or settings.rate_limit_tpm:
+        lines.append(
+            f"  limits     {settings.rate_limit_rpm} requests/min, {settings.rate_limit_tpm} tokens/min (0: none)"
+        )
+    if settings.rules:
+        lines.append(f"  rules      {settings.rules}")
+    if settings.store != "memory":
+        lines.append(f"  store      {settings.store}")
+    if settings.frozen_time is not None:
+        lines.append(f"  clock      frozen at {settings.frozen_time}")
+    if settings.api_keys:
+        lines.append(f"  auth       {len(settings.api_keys)} accepted API key(s)")
+    return "\n".join(lines)
+
+
 def serve(settings: Settings) -> None:
     import uvicorn
 
     from mockserver.app import create_app
+
+    class Server(uvicorn.Server):
+        """Says where it listens once it does: with ``--port 0`` only the socket knows."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                print(banner(settings, host, port), file=sys.stderr, flush=True)
 
     app = create_app(settings)
     config = uvicorn.Config(
@@ -79,14 +217,7 @@ def serve(settings: Settings) -> None:
         http="auto",
         lifespan="on",
     )
-    server = uvicorn.Server(config)
-    print(
-        f"mockserver listening on http://{settings.host}:{settings.port} "
-        f"(backend {settings.backend}, profile {settings.profile}{' strict' if settings.strict else ''}, "
-        f"seed {settings.seed}; other profiles under /<name>/v1/)",
-        flush=True,
-    )
-    server.run()
+    Server(config).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

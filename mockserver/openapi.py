@@ -77,6 +77,8 @@ OPERATIONS: list[Operation] = [
               raw=("application/json", {"type": "object"}), errors=()),
     Operation("get", "/openapi.json", "This document", "server", raw=("application/json", {"type": "object"}),
               errors=()),
+    Operation("get", "/metrics", "Prometheus metrics (text exposition format)", "server",
+              raw=("text/plain", {"type": "string"}), errors=()),
     Operation("get", "/v1/models", "List the answering profile's models", "models", response=outputs.ModelList),
     Operation("get", "/v1/models/{model}", "Retrieve a model", "models", response=outputs.Model,
               params=(_id("model"),)),
