@@ -34,4 +34,4 @@ train: $(STAMP)
 	$(BIN)/python -m mockserver.reference.train
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-docs .pytest_cache .mypy_cache .ruff_cache

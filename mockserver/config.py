@@ -65,9 +65,9 @@ class Settings(BaseSettings):
     injector: bool = Field(
         True, description="Fault injection, rate limits and the journal (off: provider paths bypass them)."
     )
-    faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (README: Faults).")
-    rules: str = Field("", description="YAML file of scripted answers (README: Scripted answers).")
-    latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (README: Latency).")
+    faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (docs/faults.md).")
+    rules: str = Field("", description="YAML file of scripted answers (docs/tools.md).")
+    latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (docs/faults.md).")
     time_scale: float = Field(1.0, ge=0, description="Multiplies every latency delay (0.01 for fast CI).")
     rate_limit_rpm: int = Field(0, ge=0, description="Requests per minute per API key and model (0: no limit).")
     rate_limit_tpm: int = Field(0, ge=0, description="Tokens per minute per API key and model (0: no limit).")
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     )
     reasoning_models: list[str] = Field(
         default_factory=lambda: list(DEFAULT_PATTERNS),
-        description="Model ids (shell patterns) that think before answering (README: Reasoning models).",
+        description="Model ids (shell patterns) that think before answering (docs/tools.md).",
     )
 
     @field_validator("profile")

@@ -40,7 +40,7 @@ def _d(**values: float) -> Mapping[str, float]:
     return MappingProxyType(values)
 
 
-# The names a request may ask for. README's fault table is checked against this by a test.
+# The names a request may ask for. The fault table in docs/faults.md is checked against this by a test.
 CATALOGUE: Mapping[str, Entry] = MappingProxyType(
     {
         "http.400": Entry("http", "400 `context_length_exceeded`, OpenAI's body"),

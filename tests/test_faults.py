@@ -284,11 +284,11 @@ def test_grammar_round_trips() -> None:
         parse("http.418")
 
 
-def test_readme_documents_every_fault() -> None:
+def test_the_docs_document_every_fault() -> None:
     from tests.live import ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    assert [name for name in CATALOGUE if f"`{name}" not in readme] == []
+    page = (ROOT / "docs" / "faults.md").read_text()
+    assert [name for name in CATALOGUE if f"`{name}" not in page] == []
 
 
 def test_rules_match_on_model_and_nth_call_per_session(server: Live) -> None:

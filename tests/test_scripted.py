@@ -29,7 +29,7 @@ def script(live: Live) -> Iterator[Script]:
 
 
 def test_an_agent_loop_with_a_scripted_tool_call_and_answer(client: openai.OpenAI, script: Script) -> None:
-    """The README's example: question → scripted call → tool result → scripted answer."""
+    """docs/tools.md's example, in-process: question → scripted call → tool result → scripted answer."""
     script.add(
         match="weather",
         sequence=[
