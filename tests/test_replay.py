@@ -107,16 +107,17 @@ def test_a_non_stream_recording_serves_a_stream_request(recorded: dict[str, Any]
 
 def test_recorded_timing_replays_the_gaps(recorded: dict[str, Any]) -> None:
     with _server(recorded["dir"], replay_timing="recorded") as replay:
-        _, paced = _stream(replay, {**BODY, "stream_options": {"include_usage": True}})
+        paced_chunks, paced = _stream(replay, {**BODY, "stream_options": {"include_usage": True}})
     with _server(recorded["dir"]) as replay:
-        _, instant = _stream(replay, {**BODY, "stream_options": {"include_usage": True}})
+        instant_chunks, _ = _stream(replay, {**BODY, "stream_options": {"include_usage": True}})
     # Compared with the recorded offsets, not with wall-clock figures of another run: a
-    # paced replay can be late on a busy machine, never early.
+    # paced replay can be late on a busy machine, never early. (No upper bound on the
+    # instant replay: a test must not fail because the machine is busy.)
     streamed = [i for batch in CassetteDir(str(recorded["dir"])).load_all().values() for i in batch]
     last = max(e.offset for i in streamed if i.response.stream for e in i.response.stream.events)
     assert last >= 0.2  # ttft 40 ms + 9 × 25 ms, as recorded
     assert paced >= last * 0.95
-    assert instant < last / 2
+    assert _events(paced_chunks) == _events(instant_chunks) == recorded["stream"]  # pacing changes only time
 
 
 def test_a_changed_prompt_is_a_miss_the_sdk_does_not_retry(recorded: dict[str, Any]) -> None:
