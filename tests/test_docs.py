@@ -112,6 +112,7 @@ def test_third_party_quickstart_runs(snippet: Snippet, docs_server: Live, tmp_pa
 @pytest.mark.parametrize("snippet", TESTS, ids=[s.source for s in TESTS])
 def test_pytest_snippet_passes(snippet: Snippet, pytester: pytest.Pytester) -> None:
     assert snippet.test_file is not None
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")  # as a reader's project would
     pytester.makepyfile(**{snippet.test_file[:-3]: snippet.code})
-    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     assert result.ret == 0, f"{snippet.source}:\n" + "\n".join(result.outlines[-40:])
