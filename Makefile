@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 4010
 
-.PHONY: serve test install lint bench train clean
+.PHONY: serve test install lint bench train clean reliability
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,12 +23,18 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
+# bigger fuzz budgets, more SIGKILL rounds): about 10 minutes. `make test` runs its short version.
+reliability: $(STAMP)
+	MOCKSERVER_RELIABILITY=full $(BIN)/python -m pytest -q tests/reliability
+
 lint: $(STAMP)
 	$(BIN)/ruff check mockserver tests bench cassettes
 	$(BIN)/mypy
 
+# Every benchmark, 4-5 minutes; writes BENCHMARKS.md. `make bench BENCH_ARGS=--quick`: a ~1.5-minute smoke run.
 bench: $(STAMP)
-	$(BIN)/python bench/serving.py
+	$(BIN)/python bench/serving.py $(BENCH_ARGS)
 
 train: $(STAMP)
 	$(BIN)/python -m mockserver.reference.train

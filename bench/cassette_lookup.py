@@ -3,7 +3,7 @@
 Each lookup is the whole path the replay backend will take for a request: redact the live
 body, parse it, drop ignored fields, canonical JSON, SHA-256, one dict probe, advance the
 cursor. The index holds 10, 1,000 or 10,000 chat interactions (a system and a user message,
-~450-byte bodies); the same 1,000 request bodies (drawn with a fixed seed from those
+~330-byte bodies); the same 1,000 request bodies (drawn with a fixed seed from those
 recorded) are looked up in each of several rounds, and the median round gives µs per lookup.
 Lookup must stay flat as the index grows (issue 6: within 1.5x of the 10-interaction figure
 at 10,000). ``--io`` also times saving and loading one 10,000-interaction cassette.
@@ -24,6 +24,7 @@ import random
 import statistics
 import tempfile
 import time
+from typing import Any
 
 from mockserver.cassette import Interaction, Request, Response
 from mockserver.cassette_store import CassetteDir
@@ -54,16 +55,10 @@ def _lookup_us(index: Index, bodies: list[bytes], rounds: int) -> float:
     return statistics.median(per_round)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=9, help="rounds of 1,000 lookups per size (default 9)")
-    p.add_argument("--io", action="store_true", help="also time saving and loading a 10,000-interaction cassette")
-    args = p.parse_args(argv)
-
+def measure(rounds: int, io: bool) -> dict[str, Any]:
+    """Index build (ms) and lookup (µs, median round) per size; with ``io``, save and load."""
     rng = random.Random(0)
-    print("| interactions | index build (ms) | lookup (µs, median round) | vs 10 |")
-    print("| ---: | ---: | ---: | ---: |")
-    baseline = 0.0
+    sizes = []
     for n in SIZES:
         interactions = _interactions(n)
         start = time.perf_counter()
@@ -71,11 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         build_ms = (time.perf_counter() - start) * 1e3
         bodies = [_body(rng.randrange(n)) for _ in range(1_000)]
         _lookup_us(index, bodies, 1)  # warm-up
-        us = _lookup_us(index, bodies, args.rounds)
-        baseline = baseline or us
-        print(f"| {n:,} | {build_ms:.1f} | {us:.2f} | {us / baseline:.2f}x |")
-
-    if args.io:
+        sizes.append({"interactions": n, "build_ms": build_ms, "lookup_us": _lookup_us(index, bodies, rounds)})
+    result: dict[str, Any] = {"rounds": rounds, "body_bytes": len(_body(0)), "sizes": sizes}
+    if io:
         interactions = _interactions(10_000)
         with tempfile.TemporaryDirectory() as tmp:
             store = CassetteDir(tmp)
@@ -87,7 +80,32 @@ def main(argv: list[str] | None = None) -> int:
             loaded = store.load("big")
             read = time.perf_counter() - start
         assert len(loaded) == 10_000
-        print(f"\n10,000-interaction cassette ({size / 1e6:.1f} MB): save {saved:.2f} s, load {read:.2f} s")
+        result["io"] = {"interactions": 10_000, "bytes": size, "save_s": saved, "load_s": read}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=9, help="rounds of 1,000 lookups per size (default 9)")
+    p.add_argument("--io", action="store_true", help="also time saving and loading a 10,000-interaction cassette")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
+    args = p.parse_args(argv)
+    result = measure(args.rounds, args.io)
+    if args.json:
+        print(json.dumps(result), flush=True)
+        return 0
+    print("| interactions | index build (ms) | lookup (µs, median round) | vs 10 |")
+    print("| ---: | ---: | ---: | ---: |")
+    baseline = result["sizes"][0]["lookup_us"]
+    for size in result["sizes"]:
+        us = size["lookup_us"]
+        print(f"| {size['interactions']:,} | {size['build_ms']:.1f} | {us:.2f} | {us / baseline:.2f}x |")
+    if "io" in result:
+        io = result["io"]
+        print(
+            f"\n10,000-interaction cassette ({io['bytes'] / 1e6:.1f} MB): "
+            f"save {io['save_s']:.2f} s, load {io['load_s']:.2f} s"
+        )
     return 0
 
 

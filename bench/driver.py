@@ -18,8 +18,37 @@ from typing import Any
 from bench.loadgen import Cell
 from bench.procs import ROOT, post_json
 
-__all__ = ["Chosen", "choose_chat", "fit_prompt", "run_cell", "run_cells_together"]
+__all__ = [
+    "CHAT",
+    "LONG_SUFFIX",
+    "LONG_TEXT",
+    "SHORT_PROMPTS",
+    "Chosen",
+    "chat_body",
+    "choose_chat",
+    "fit_prompt",
+    "run_cell",
+    "run_cells_together",
+]
 
+# Asked of the model in order; the first whose greedy reply fills 16 tokens is kept.
+SHORT_PROMPTS = (
+    "Write a short poem about rain.",
+    "Tell me about Marie Curie.",
+    "Explain photosynthesis.",
+    "Describe the ocean.",
+    "Tell me about Paris.",
+    "Explain quantum computing in simple terms.",
+)
+# Cut to the longest prefix whose chat prompt is ≤ 50 tokens (see fit_prompt).
+LONG_TEXT = (
+    "Our team is planning a weekend trip to the mountains next month. We need to book a cabin for six "
+    "people, rent two cars, and buy food for three days. Some of us want to hike to the lake on Saturday, "
+    "while others prefer to stay near the cabin and read. The weather forecast says it may rain on Sunday "
+    "morning, so we should bring jackets and a few board games for the evenings."
+)
+LONG_SUFFIX = " Please write a detailed plan for us."
+CHAT = "/v1/chat/completions"
 MODEL = "gpt-4o-mini"
 SEEDS = range(1, 21)  # tried in order when greedy ends early
 

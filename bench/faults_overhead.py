@@ -20,8 +20,8 @@ import statistics
 from contextlib import ExitStack
 
 from bench import driver, procs
+from bench.driver import CHAT, SHORT_PROMPTS
 from bench.loadgen import Cell
-from bench.serving import CHAT, SHORT_PROMPTS
 
 
 def main(argv: list[str] | None = None) -> int:

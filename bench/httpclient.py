@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +37,20 @@ class Reply:
     status: int
     body: bytes  # the whole body (for SSE: every frame, concatenated)
     first_chunk: float  # perf_counter() when the first body bytes arrived
+    first_token: float = 0.0  # perf_counter() when the first generated text arrived (streams; 0: none)
 
 
 # Called with perf_counter() as each body chunk arrives (for SSE: one event batch).
 OnChunk = Callable[[float], None] | None
+
+# A chunk carrying generated text: a non-empty chat `content`, completions `text` or Responses
+# `delta` string. The role frame (`"content":""`) that opens a chat stream does not count, so
+# the first match is the time to the first token, not to the first frame.
+_TOKEN = re.compile(rb'"(?:content|text|delta)":"[^"]')
+
+
+def _has_token(chunk: bytes) -> bool:
+    return _TOKEN.search(chunk) is not None
 
 
 class Connection(Protocol):
@@ -79,22 +90,26 @@ class RawConnection:
         lower = head.lower()
         if b"transfer-encoding: chunked" in lower:
             parts: list[bytes] = []
-            first = 0.0
+            first = token = 0.0
             while True:
                 size = int((await reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
                 if size == 0:
                     await reader.readuntil(b"\r\n")  # no trailers: just the final CRLF
                     break
-                parts.append((await reader.readexactly(size + 2))[:-2])
+                chunk = (await reader.readexactly(size + 2))[:-2]
+                parts.append(chunk)
                 now = time.perf_counter()
                 first = first or now
+                if not token and _has_token(chunk):
+                    token = now
                 if on_chunk is not None:
                     on_chunk(now)
-            return Reply(status, b"".join(parts), first)
+            return Reply(status, b"".join(parts), first, token)
         at = lower.find(b"content-length:")
         length = int(lower[at + 15 : lower.find(b"\r\n", at)]) if at >= 0 else 0
         body = await reader.readexactly(length) if length else b""
-        return Reply(status, body, time.perf_counter())
+        now = time.perf_counter()
+        return Reply(status, body, now, now)
 
     async def close(self) -> None:
         self._writer.close()
@@ -120,14 +135,17 @@ class HttpxConnection:
         response = await self._client.send(built, stream=True)
         try:
             parts: list[bytes] = []
-            first = 0.0
+            first = token = 0.0
             async for chunk in response.aiter_raw():
                 now = time.perf_counter()
                 first = first or now
+                if not token and _has_token(chunk):
+                    token = now
                 if on_chunk is not None:
                     on_chunk(now)
                 parts.append(chunk)
-            return Reply(response.status_code, b"".join(parts), first or time.perf_counter())
+            end = time.perf_counter()
+            return Reply(response.status_code, b"".join(parts), first or end, token or end)
         finally:
             await response.aclose()
 

@@ -31,7 +31,7 @@ import httpx
 from bench.httpclient import Connection, HttpxConnection, Reply, Request, open_connection
 from bench.stats import summarize
 
-__all__ = ["Cell", "run_cell", "system_busy"]
+__all__ = ["Cell", "rss_mb", "run_cell", "system_busy"]
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -62,6 +62,7 @@ class _Tally:
     latencies: list[float] = field(default_factory=list)
     cycles: list[float] = field(default_factory=list)  # send to next send, per worker
     first_chunks: list[float] = field(default_factory=list)
+    first_tokens: list[float] = field(default_factory=list)  # streams that carried any text
     completion_tokens: list[int] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     in_window: int = 0  # completions inside the measured window, whenever sent (for requests/s)
@@ -79,6 +80,19 @@ def _cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def rss_mb(pid: int) -> dict[str, float]:
+    """Resident memory of a process now (``rss``) and at its peak so far (``hwm``), in MiB."""
+    found: dict[str, float] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    found["rss" if line.startswith("VmRSS") else "hwm"] = int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return found
 
 
 def system_busy() -> float:
@@ -213,6 +227,8 @@ async def _worker(
                 continue
             tally.latencies.append(done - start)
             tally.first_chunks.append(reply.first_chunk - start)
+            if reply.first_token:
+                tally.first_tokens.append(reply.first_token - start)
             if cell.method == "POST":
                 usage = _usage(reply, cell.stream)
                 if usage:
@@ -233,6 +249,8 @@ async def _meter(cell: Cell, window: _Window, out: dict[str, float]) -> None:
         out[f"client_{name}"] = time.process_time()
         out[f"server_{name}"] = _cpu_seconds(cell.server_pid) if cell.server_pid else 0.0
         out[f"system_{name}"] = system_busy()
+    if cell.server_pid:  # the server's memory with the load still on (workers drain after this)
+        out["server_rss_mb"] = rss_mb(cell.server_pid).get("rss", 0.0)
 
 
 def _mean(values: list[int]) -> float | None:
@@ -266,6 +284,7 @@ async def run_cell(cell: Cell) -> dict[str, Any]:
         "chunks_per_s": tally.chunks_in_window / cell.duration,
         "latency_ms": summarize(tally.latencies),
         "first_chunk_ms": summarize(tally.first_chunks),
+        "first_token_ms": summarize(tally.first_tokens),
         "errors": tally.errors,
         "first_error": tally.first_error,
         "completed": len(tally.latencies),
@@ -276,6 +295,7 @@ async def run_cell(cell: Cell) -> dict[str, Any]:
         "server_cpu": (cpu.get("server_end", 0) - cpu.get("server_start", 0)) / cell.duration,
         # Whole-machine busy time: minus server and client, it is what *else* ran (noise).
         "system_cpu": (cpu.get("system_end", 0) - cpu.get("system_start", 0)) / cell.duration,
+        "server_rss_mb": cpu.get("server_rss_mb"),
     }
 
 

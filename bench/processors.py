@@ -30,8 +30,8 @@ from contextlib import ExitStack
 from typing import Any
 
 from bench import driver, procs
+from bench.driver import CHAT, LONG_SUFFIX, LONG_TEXT
 from bench.loadgen import Cell
-from bench.serving import CHAT, LONG_SUFFIX, LONG_TEXT
 
 FOUNDATION = "a195894"
 PROCESSORS: dict[str, Any] = {

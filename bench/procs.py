@@ -29,6 +29,7 @@ __all__ = [
     "get",
     "mockserver_command",
     "post_json",
+    "request",
     "running",
     "stop",
 ]
@@ -98,17 +99,24 @@ def get(port: int, path: str, timeout: float = 2.0) -> int:
         conn.close()
 
 
-def post_json(port: int, path: str, body: dict[str, object], timeout: float = 60.0) -> tuple[int, dict[str, object]]:
-    """``POST`` a JSON body; returns the status and the decoded JSON answer."""
+def request(port: int, method: str, path: str, body: object = None, timeout: float = 60.0) -> tuple[int, bytes]:
+    """One request (a JSON body unless ``body`` is None); returns the status and the raw answer."""
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
-        conn.request("POST", path, body=json.dumps(body), headers={"content-type": "application/json"})
+        payload = None if body is None else json.dumps(body)
+        headers = {} if body is None else {"content-type": "application/json"}
+        conn.request(method, path, body=payload, headers=headers)
         response = conn.getresponse()
-        raw = response.read()
-        data = json.loads(raw) if raw else {}
-        return response.status, data if isinstance(data, dict) else {}
+        return response.status, response.read()
     finally:
         conn.close()
+
+
+def post_json(port: int, path: str, body: object, timeout: float = 60.0) -> tuple[int, dict[str, object]]:
+    """``POST`` a JSON body; returns the status and the decoded JSON answer."""
+    status, raw = request(port, "POST", path, body, timeout)
+    data = json.loads(raw) if raw else {}
+    return status, data if isinstance(data, dict) else {}
 
 
 def spawn(name: str, argv: Sequence[str]) -> Server:

@@ -52,7 +52,9 @@ RECORD_MODE_HEADER = b"x-mockserver-record-mode"
 SESSION_HEADER = b"x-mockserver-session"
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 # Not replayed (the server sets its own) and not forwarded upstream.
-_HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date"})
+_HOP = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date", "server"}
+)
 _NOT_UPSTREAM = frozenset({"host", "content-length", "connection", "accept-encoding", "authorization"})
 
 

@@ -72,6 +72,7 @@ def test_replay_gives_identical_bodies_and_the_same_events(recorded: dict[str, A
         again = httpx.post(replay.base_url + "/chat/completions", json=BODY)
         assert again.headers["x-mockserver-source"] == "replay"
         assert again.content == recorded["plain"].content
+        assert len(again.headers.get_list("server")) == 1  # the recorded `server` is not sent beside ours
         chunks, _ = _stream(replay, {**BODY, "stream_options": {"include_usage": True}})
         assert _events(chunks) == recorded["stream"]
 
