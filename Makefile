@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 # The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
-# bigger fuzz budgets, more SIGKILL rounds): about 10 minutes. `make test` runs its short version.
+# bigger fuzz budgets, more SIGKILL rounds): about 7 minutes. `make test` runs its short version.
 reliability: $(STAMP)
 	MOCKSERVER_RELIABILITY=full $(BIN)/python -m pytest -q tests/reliability
 

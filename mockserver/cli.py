@@ -192,6 +192,13 @@ def banner(settings: Settings, host: str, port: int) -> str:
     return "\n".join(lines)
 
 
+# Seconds an idle keep-alive connection stays open. Longer than clients keep idle connections
+# (httpx, so the OpenAI SDK: 5 s; aiohttp: 15 s; Go: 90 s): at uvicorn's default, 5 s, both
+# ends expire together, and a request sent on a connection the server is just closing gets a
+# TCP reset (an SDK with max_retries=0 fails with APIConnectionError).
+KEEP_ALIVE = 120
+
+
 def serve(settings: Settings) -> None:
     import uvicorn
 
@@ -216,6 +223,7 @@ def serve(settings: Settings) -> None:
         loop="auto",
         http="auto",
         lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE,
     )
     Server(config).run()
 

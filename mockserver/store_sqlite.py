@@ -55,7 +55,12 @@ _COLUMNS = "id, response, input_items, messages, background, stream, events, kin
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate a request echoes ("\ud800"): SQLite stores UTF-8
+        return json.dumps(obj, separators=(",", ":"))
+    return text
 
 
 def _record(row: tuple[Any, ...]) -> Record:

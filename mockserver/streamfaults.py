@@ -40,7 +40,8 @@ def reset(transport: Any) -> None:
     """Abort the connection with a TCP RST (SO_LINGER 0), not a polite FIN."""
     sock = transport.get_extra_info("socket") if transport is not None else None
     if sock is not None:
-        with contextlib.suppress(OSError):  # not every transport has a real socket
+        # Not every transport has a real socket; and a closed one's is gone (uvloop: ValueError).
+        with contextlib.suppress(OSError, ValueError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     if transport is not None:
         transport.abort()

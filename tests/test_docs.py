@@ -80,9 +80,7 @@ def _run(python: Path | str, snippet: Snippet, live: Live, tmp_path: Path) -> No
     }
     # The docs address a server at its default address; this one listens elsewhere.
     code = snippet.code.replace("http://127.0.0.1:4010", live.url).replace("http://localhost:4010", live.url)
-    done = subprocess.run(
-        [str(python), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([str(python), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{snippet.source} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     httpx_reset(live)
 

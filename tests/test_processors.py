@@ -167,7 +167,6 @@ def test_mirostat_keeps_the_observed_surprise_near_its_target(target: float) -> 
     assert not math.isnan(sampler.mirostat.mu)
 
 
-
 def test_vanishing_temperature_and_penalty_are_their_limits_not_nan() -> None:
     """Found by fuzzing /openapi.json: a temperature of 1e-300 or a repetition penalty of
     5e-324 divided the logits into infinities and the probabilities into NaN."""

@@ -230,6 +230,14 @@ def _check_prompt(prompt: str, family: Family) -> None:
             param="prompt",
             code="string_above_max_length",
         )
+    try:
+        prompt.encode()  # the picture is keyed and themed by the prompt's bytes
+    except UnicodeEncodeError:  # JSON may escape half a surrogate pair ("\ud800"): no bytes have it
+        raise InvalidRequest(
+            "Invalid value for 'prompt': it is not valid Unicode (a lone surrogate escape such as \\ud800).",
+            param="prompt",
+            code="invalid_value",
+        ) from None
 
 
 def _size(size: str | None, family: Family, auto_from: tuple[int, int] | None) -> tuple[int, int]:
