@@ -23,6 +23,7 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
+from mockserver.routes.responses_codec import assistant_text
 from tests.live import ROOT, Live, free_port
 
 Json = dict[str, Any]
@@ -299,16 +300,6 @@ def check_completion_stream(raw: bytes, twin: Json) -> Checked:
     return Checked(len(parsed))
 
 
-def output_text(response: Json) -> str:
-    return "".join(
-        part.get("text", "")
-        for item in response.get("output", [])
-        if item.get("type") == "message"
-        for part in item.get("content", [])
-        if part.get("type") == "output_text"
-    )
-
-
 def check_responses_stream(raw: bytes, twin: Json) -> Checked:
     """A Responses stream: sequence numbers 0, 1, 2, … with none missing, the text deltas
     give the twin's text, and the closing event carries the twin itself."""
@@ -319,13 +310,13 @@ def check_responses_stream(raw: bytes, twin: Json) -> Checked:
     assert [e["sequence_number"] for e in events] == list(range(len(events))), "events lost or reordered"
     assert all(e["type"] != "error" for e in events), events[-1]
     deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
-    assert deltas == output_text(twin), "stream text differs from the twin"
+    assert deltas == assistant_text(twin), "stream text differs from the twin"
     closing = events[-1]
     assert closing["type"] in ("response.completed", "response.incomplete"), closing["type"]
     final = closing["response"]
     assert final["status"] == twin["status"] and final["usage"] == twin["usage"]
     assert final["id"] == twin["id"] and final.get("incomplete_details") == twin.get("incomplete_details")
-    assert output_text(final) == output_text(twin)
+    assert assistant_text(final) == assistant_text(twin)
     return Checked(len(parsed))
 
 
