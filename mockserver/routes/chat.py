@@ -66,10 +66,10 @@ def _message(i: int, message: ChatMessageIn) -> ChatMessage:
     return ChatMessage(message.role, message.text(), images)
 
 
-def _functions(call: Call) -> bool:
+def _uses_functions(body: ChatRequest) -> bool:
     """Did the request use the legacy ``functions`` (answered with ``function_call``)?"""
-    body: ChatRequest = call.body
     return bool(body.functions) and not body.tools
+
 
 
 def _legacy(call: Call) -> bool:
@@ -88,7 +88,7 @@ class ChatCodec:
     ) -> GenerationRequest:
         messages = tuple(_message(i, m) for i, m in enumerate(body.messages))
         tools = chat_tools(body.tools, body.functions)
-        legacy = bool(body.functions) and not body.tools
+        legacy = _uses_functions(body)
         mode, name = (
             tool_choice(body.function_call, tools, "function_call") if legacy else tool_choice(body.tool_choice, tools)
         )
@@ -144,7 +144,7 @@ class ChatCodec:
         field = call.profile.reasoning_field
         if field is not None and c.reasoning is not None:
             message[field] = c.reasoning
-        if c.tool_calls and _functions(call):
+        if c.tool_calls and _uses_functions(call.body):
             first = c.tool_calls[0]
             message["function_call"] = {"name": first.name, "arguments": first.arguments}
         elif c.tool_calls:
@@ -155,7 +155,7 @@ class ChatCodec:
         return message
 
     def _finish(self, call: Call, reason: str | None, matched: str | int | None) -> dict[str, Any]:
-        if reason == "tool_calls" and _functions(call):
+        if reason == "tool_calls" and _uses_functions(call.body):
             reason = "function_call"
         return call.finish(reason, matched)
 
@@ -201,7 +201,7 @@ class ChatCodec:
         function: dict[str, Any] = {"arguments": event.arguments}
         if event.name is not None:
             function = {"name": event.name, **function}
-        if _functions(call):
+        if _uses_functions(call.body):
             return {"function_call": function}
         delta: dict[str, Any] = {"index": event.call_index}
         if event.id is not None:
