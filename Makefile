@@ -29,7 +29,7 @@ reliability: $(STAMP)
 	MOCKSERVER_RELIABILITY=full $(BIN)/python -m pytest -q tests/reliability
 
 lint: $(STAMP)
-	$(BIN)/ruff check mockserver tests bench cassettes
+	$(BIN)/ruff check mockserver tests bench cassettes training
 	$(BIN)/mypy
 
 # Every benchmark, 4-5 minutes; writes BENCHMARKS.md. `make bench BENCH_ARGS=--quick`: a ~1.5-minute smoke run.
@@ -37,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/serving.py $(BENCH_ARGS)
 
 train: $(STAMP)
-	$(BIN)/python -m mockserver.reference.train
+	$(BIN)/python -m training.train
 
 clean:
 	rm -rf $(VENV) .venv-docs .pytest_cache .mypy_cache .ruff_cache

@@ -26,9 +26,9 @@ import tempfile
 import time
 from typing import Any
 
-from mockserver.cassette import Interaction, Request, Response
-from mockserver.cassette_store import CassetteDir
-from mockserver.matching import Index
+from mockserver.cassettes.files import CassetteDir
+from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.matching import Index
 
 SIZES = (10, 1_000, 10_000)
 SYSTEM = "You are a concise assistant for a travel company. Answer in two sentences at most. " * 2

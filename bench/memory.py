@@ -1,7 +1,7 @@
 """Memory per journal entry and per stored response, run as its own process:
 ``python -m bench.memory [--entries N] [--stored N] [--body JSON]``. Prints one JSON object.
 
-* **journal**: a :class:`mockserver.journal.Journal` filled with ``--entries`` entries the way
+* **journal**: a :class:`mockserver.faults.journal.Journal` filled with ``--entries`` entries the way
   the fault injector fills it — the request's body parsed afresh for each (the benchmark's
   16-token chat request unless ``--body``), then completed as a response does (status, seed,
   events, bytes, ending, duration). The journal keeps 10,000 by default (``--journal-size``).
@@ -26,8 +26,8 @@ __all__ = ["journal_bytes", "store_bytes"]
 
 
 def journal_bytes(raw: bytes, entries: int) -> dict[str, Any]:
-    from mockserver.injector import parse_body
-    from mockserver.journal import Journal
+    from mockserver.faults.injector import parse_body
+    from mockserver.faults.journal import Journal
 
     journal = Journal(size=entries)
     tracemalloc.start()

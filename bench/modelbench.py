@@ -38,8 +38,8 @@ def _time(fn: Callable[[], object], reps: int, budget: float) -> list[float]:
 def measure(assets: Path, reps: int, budget: float) -> dict[str, Any]:
     import torch
 
-    from mockserver import sampling
-    from mockserver.reference.model import load_model
+    from mockserver.backends.reference import sampling
+    from mockserver.gpt.model import load_model
 
     torch.set_num_threads(1)  # as the server's model pool does
     start = time.perf_counter()
@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per figure, at most")
     args = parser.parse_args()
     if args.assets is None:
-        from mockserver.reference.tokenizer import ASSETS
+        from mockserver.gpt.tokenizer import ASSETS
 
         args.assets = ASSETS
     print(json.dumps(measure(args.assets, args.reps, args.budget)), flush=True)

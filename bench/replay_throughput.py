@@ -20,7 +20,7 @@ from contextlib import ExitStack
 
 from bench import driver, procs
 from bench.loadgen import Cell
-from mockserver.cassette_store import CassetteDir
+from mockserver.cassettes.files import CassetteDir
 
 
 def main(argv: list[str] | None = None) -> int:

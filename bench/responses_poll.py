@@ -34,7 +34,7 @@ from bench import driver
 from bench.loadgen import Cell
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.store import MemoryStore, Record
+from mockserver.responses.store import MemoryStore, Record
 from tests.live import serve_in_thread
 
 __all__ = ["BODY", "app", "fill", "template"]

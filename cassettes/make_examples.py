@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from mockserver.app import create_app  # noqa: E402
-from mockserver.cassette import Interaction, Request, Response, Stream, StreamEvent  # noqa: E402
-from mockserver.cassette_store import CassetteDir  # noqa: E402
+from mockserver.cassettes.files import CassetteDir  # noqa: E402
+from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent  # noqa: E402
 from mockserver.config import Settings  # noqa: E402
 from tests.live import serve_in_thread  # noqa: E402
 

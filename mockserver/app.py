@@ -18,26 +18,26 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver import __version__
+from mockserver.answers.script import Script
 from mockserver.backends import load_backend
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
 from mockserver.context import Chaos, ServerContext
 from mockserver.errors import APIError, AuthenticationError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
-from mockserver.faults import parse as parse_faults
-from mockserver.generation import Backend
-from mockserver.injector import FaultInjector
-from mockserver.journal import Journal
-from mockserver.latency import Timeline
-from mockserver.lifecycle import Lifecycle
-from mockserver.metrics import CountingEngine, Metrics, MetricsLayer
-from mockserver.prefix import ProfilePrefix
+from mockserver.faults.catalogue import parse as parse_faults
+from mockserver.faults.injector import FaultInjector
+from mockserver.faults.journal import Journal
+from mockserver.faults.latency import Timeline
+from mockserver.faults.ratelimit import RateLimiter
+from mockserver.faults.rules import RuleBook
+from mockserver.http.metrics import CountingEngine, Metrics, MetricsLayer
+from mockserver.http.prefix import ProfilePrefix
+from mockserver.http.sse import dumps
 from mockserver.profiles import PROFILES, profile_named
-from mockserver.ratelimit import RateLimiter
+from mockserver.responses.lifecycle import Lifecycle
+from mockserver.responses.store import open_store
 from mockserver.routes import routes
-from mockserver.rules import RuleBook
-from mockserver.script import Script
-from mockserver.store import open_store
-from mockserver.streaming import dumps
+from mockserver.spine.backend import Backend
 
 __all__ = ["create_app"]
 
@@ -161,7 +161,7 @@ def create_app(
     app.state.ctx = ctx
     app.state.metrics = metrics
     if settings.cassettes:  # innermost: recordings answer in place of the routes
-        from mockserver.cassette_layer import CassetteLayer  # httpx and vcrpy only when used
+        from mockserver.cassettes.layer import CassetteLayer  # httpx and vcrpy only when used
 
         app.add_middleware(CassetteLayer, settings=settings, replay=chaos.replay)
     if settings.api_keys:

@@ -231,7 +231,7 @@ def serve(settings: Settings) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "cassettes":
-        from mockserver.redact import check
+        from mockserver.cassettes.redact import check
 
         return check(args.dir)
     try:

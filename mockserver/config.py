@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mockserver.answers.reasoning import DEFAULT_PATTERNS
 from mockserver.profiles import PROFILES, profile_named
-from mockserver.reasoning import DEFAULT_PATTERNS
 
 __all__ = ["Settings"]
 
@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     @field_validator("faults")
     @classmethod
     def _faults_parse(cls, value: str) -> str:
-        from mockserver.faults import parse
+        from mockserver.faults.catalogue import parse
 
         parse(value)  # a FaultError (a ValueError) names what is wrong
         return value
@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     @classmethod
     def _rules_load(cls, value: str) -> str:
         if value:
-            from mockserver.script import Script
+            from mockserver.answers.script import Script
 
             # Loaded once here to fail at start-up: a RuleError (a ValueError) names the file,
             # the rule's position and the field; create_app loads the file again for real.
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     @field_validator("latency")
     @classmethod
     def _latency_parses(cls, value: str) -> str:
-        from mockserver.latency import Timeline
+        from mockserver.faults.latency import Timeline
 
         Timeline.parse(value)
         return value

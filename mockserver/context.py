@@ -7,17 +7,17 @@ from dataclasses import dataclass, field
 
 from starlette.types import Scope
 
+from mockserver.answers.script import Script
+from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import Clock
 from mockserver.config import Settings
-from mockserver.engine import Engine
 from mockserver.errors import NotFound
-from mockserver.journal import Journal
-from mockserver.lifecycle import Lifecycle
+from mockserver.faults.journal import Journal
+from mockserver.faults.ratelimit import RateLimiter
+from mockserver.faults.rules import RuleBook
 from mockserver.profiles import PROFILES, Profile
-from mockserver.ratelimit import RateLimiter
-from mockserver.replay_order import ReplayOrder
-from mockserver.rules import RuleBook
-from mockserver.script import Script
+from mockserver.responses.lifecycle import Lifecycle
+from mockserver.spine.engine import Engine
 
 __all__ = ["PROFILE_KEY", "Chaos", "ServerContext", "model_not_found"]
 

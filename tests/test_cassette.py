@@ -21,7 +21,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
-from mockserver.cassette import (
+from mockserver.cassettes.files import CassetteDir, CassetteError, resolve_name
+from mockserver.cassettes.format import (
     EXTRA_KEY,
     EndKind,
     Interaction,
@@ -34,7 +35,6 @@ from mockserver.cassette import (
     loads,
     split_events,
 )
-from mockserver.cassette_store import CassetteDir, CassetteError, resolve_name
 from tests.live import ROOT, serve_in_thread
 
 URL = "https://api.openai.com/v1/chat/completions"
@@ -172,7 +172,7 @@ def test_a_recording_stores_no_secret(tmp_path: Path) -> None:
     for secret in (key, token, "k3y", "session=abc", "org-x"):
         assert secret not in raw
     assert "api-version=2024" in raw and "REDACTED" in raw
-    from mockserver.redact import scan
+    from mockserver.cassettes.redact import scan
 
     assert scan(tmp_path) == []
 
@@ -230,8 +230,8 @@ def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
 
 APPENDER = """
 import sys
-from mockserver.cassette import Interaction, Request, Response
-from mockserver.cassette_store import CassetteDir
+from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.files import CassetteDir
 
 store = CassetteDir(sys.argv[1])
 for i in range(5):
@@ -251,8 +251,8 @@ def test_processes_appending_to_one_cassette_are_serialised(tmp_path: Path) -> N
 
 CHILD = """
 import os, sys, time
-from mockserver.cassette import Interaction, Request, Response
-from mockserver.cassette_store import CassetteDir
+from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.files import CassetteDir
 
 store = CassetteDir(sys.argv[1])
 def one(i, size=16):
@@ -306,7 +306,8 @@ def test_sigkill_mid_write_leaves_every_cassette_whole(tmp_path: Path, mode: str
 
 def test_importing_the_cassette_modules_loads_neither_torch_nor_vcrpy() -> None:
     code = (
-        "import sys, mockserver.cassette, mockserver.cassette_store, mockserver.matching, mockserver.redact;"
+        "import sys, mockserver.cassettes.format, mockserver.cassettes.files, mockserver.cassettes.matching, "
+        "mockserver.cassettes.redact;"
         "print(sorted(m for m in ('torch', 'vcr') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

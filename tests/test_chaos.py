@@ -14,9 +14,9 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.generation import Event, Finished, Started, TextDelta, Usage
-from mockserver.journal import Entry, verdicts
-from mockserver.latency import Distribution, Timeline, paced
+from mockserver.faults.journal import Entry, verdicts
+from mockserver.faults.latency import Distribution, Timeline, paced
+from mockserver.spine.events import Event, Finished, Started, TextDelta, Usage
 from tests.conftest import FROZEN
 from tests.live import Live, serve_in_process, serve_in_thread
 

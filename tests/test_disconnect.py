@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from mockserver.backends.reference import ReferenceBackend
+from mockserver.backends.reference.backend import ReferenceBackend
 from tests.live import Live
 
 
@@ -49,7 +49,7 @@ async def test_a_request_cancelled_while_it_waits_for_the_pool_leaves_no_count()
     import asyncio
     import threading
 
-    from mockserver.generation import GenerationRequest, Prompt, Sampling
+    from mockserver.spine.request import GenerationRequest, Prompt, Sampling
 
     backend = ReferenceBackend(threads=1)
     try:

@@ -12,11 +12,11 @@ import numpy as np
 import openai
 import pytest
 
-from mockserver import embeddings
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.reference.tokenizer import Tokenizer
-from mockserver.streaming import dumps
+from mockserver.gpt.tokenizer import Tokenizer
+from mockserver.http.sse import dumps
+from mockserver.media import vectors as embeddings
 from tests.live import Live
 from tests.spec import validate
 
@@ -69,7 +69,7 @@ def test_base64_is_little_endian_float32(http: httpx.Client) -> None:
 def test_floats_are_written_short_and_exact() -> None:
     import torch
 
-    from mockserver.backends.embedding import shortest
+    from mockserver.backends.reference.pooling import shortest
 
     values = torch.tensor([[0.0, 1.0, -0.1, 0.0058215605, 3e-9, -1e-30]])
     shown = shortest(list(values))[0]

@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from mockserver.errors import InvalidRequest
-from mockserver.fake_json import check_schema, fake_json, fake_value
+from mockserver.fakejson.generate import check_schema, fake_json, fake_value
 
 DEPTH = 2  # how deep the random schemas nest: metaschema checks cost ~0.5 ms per subschema
 _FORMAT = Draft202012Validator.FORMAT_CHECKER

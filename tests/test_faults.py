@@ -13,7 +13,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.faults import CATALOGUE, FaultError, parse
+from mockserver.faults.catalogue import CATALOGUE, FaultError, parse
 from tests.conftest import FROZEN
 from tests.live import Live, serve_in_thread
 

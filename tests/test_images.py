@@ -13,7 +13,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.images import encode_png, paint, png_has_alpha
+from mockserver.media.painting import encode_png, paint, png_has_alpha
 from mockserver.routes.images import ImageStore
 from tests.conftest import FROZEN
 from tests.live import Live

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mockserver.cassette import Interaction, Request, Response
-from mockserver.matching import Hit, Index, Miss, route_of
+from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.matching import Hit, Index, Miss, route_of
 
 CHAT = "/v1/chat/completions"
 

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.metrics import Endpoints, Metrics
+from mockserver.http.metrics import Endpoints, Metrics
 from mockserver.routes import routes
 from tests.live import Live
 

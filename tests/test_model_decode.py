@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mockserver.reference.model import GPT, load_model
-from mockserver.reference.tokenizer import ASSETS
+from mockserver.gpt.model import GPT, load_model
+from mockserver.gpt.tokenizer import ASSETS
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The logits processors of :class:`mockserver.sampling.Sampler`, one by one, on small
+"""The logits processors of :class:`mockserver.backends.reference.sampling.Sampler`, one by one, on small
 hand-made logits where the expected result can be worked out by hand, and Mirostat on the
 reference model's real logits."""
 
@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mockserver.generation import Mirostat, Sampling
-from mockserver.sampling import Sampler, pick
+from mockserver.backends.reference.sampling import Sampler, pick
+from mockserver.spine.request import Mirostat, Sampling
 
 LOGITS = torch.tensor([2.0, -1.0, 0.5, 3.0, 1.0])  # greedy: 3, then 0
 GREEDY = Sampling(temperature=0.0)
@@ -140,7 +140,7 @@ def test_mirostat_drops_tokens_more_surprising_than_mu() -> None:
 def test_mirostat_keeps_the_observed_surprise_near_its_target(target: float) -> None:
     """Mirostat v2 on the reference model's real logits over 300 tokens: the running mean of
     the observed surprise (bits, in the truncated distribution) settles near τ."""
-    from mockserver.backends.reference import Runtime
+    from mockserver.backends.reference.backend import Runtime
 
     runtime = Runtime()
     model = runtime.model
@@ -172,7 +172,7 @@ def test_vanishing_temperature_and_penalty_are_their_limits_not_nan() -> None:
     5e-324 divided the logits into infinities and the probabilities into NaN."""
     import numpy as np
 
-    from mockserver import params
+    from mockserver.routes import params
 
     assert params._temperature(1e-300) == 0.0  # the limit of a vanishing temperature: greedy
     assert params._temperature(0.5) == 0.5

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mockserver.pytest_plugin import cassette_name, resolve, resolve_all, session_id
-from mockserver.testing_failures import Failures, SessionLayer
+from mockserver.testing.failures import Failures, SessionLayer
+from mockserver.testing.plugin import cassette_name, resolve, resolve_all, session_id
 from tests.live import Live, serve_in_thread
 
 pytest_plugins = ["pytester"]
@@ -70,17 +70,18 @@ def test_session_ids_travel_in_a_header() -> None:
 
 
 def test_importing_the_plugin_stays_cheap() -> None:
-    code = "import sys, mockserver.pytest_plugin; print(' '.join(sys.modules))"
+    code = "import sys, mockserver.testing.plugin; print(' '.join(sys.modules))"
     loaded = set(
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     )
     heavy = {"torch", "starlette", "pydantic", "httpx2", "openai"}
-    handle_and_servers = {f"mockserver.{name}" for name in ("testing", "testing_servers", "testing_shared")}
+    handle_and_servers = {f"mockserver.testing.{name}" for name in ("handle", "servers", "shared")}
     assert not loaded & (heavy | handle_and_servers)
 
 
 def test_the_handle_is_reexported_on_demand() -> None:
-    from mockserver import pytest_plugin, testing
+    from mockserver.testing import handle as testing
+    from mockserver.testing import plugin as pytest_plugin
 
     assert pytest_plugin.MockServer is testing.MockServer
     assert pytest_plugin.ServerFailure is testing.ServerFailure

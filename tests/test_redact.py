@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mockserver.cli import main
-from mockserver.redact import (
+from mockserver.cassettes.redact import (
     REDACTED,
     find_secrets,
     redact_bytes,
@@ -19,6 +18,7 @@ from mockserver.redact import (
     scan,
     secret_parameter,
 )
+from mockserver.cli import main
 from tests.live import ROOT
 
 KEY = "sk-" + "proj-" + "Xy7" * 12  # split so this file itself holds no literal key

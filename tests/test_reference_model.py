@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from mockserver.reference.model import GPT, GPTConfig, load_model
-from mockserver.reference.tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
+from mockserver.gpt.model import GPT, GPTConfig, load_model
+from mockserver.gpt.tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
 
 PASSAGE = (
     "The capital of France is Paris. Anna Müller works at a bakery in Zürich, where she bakes "

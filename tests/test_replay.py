@@ -13,9 +13,9 @@ import openai
 import pytest
 
 from mockserver.app import create_app
-from mockserver.cassette_store import CassetteDir
+from mockserver.cassettes.files import CassetteDir
+from mockserver.cassettes.redact import scan
 from mockserver.config import Settings
-from mockserver.redact import scan
 from tests.conftest import FROZEN
 from tests.live import Live, serve_in_thread
 
@@ -202,7 +202,7 @@ def test_shipped_cassettes_replay(tmp_path: Path) -> None:
 
 
 def test_a_recorded_reset_replays_as_a_reset(tmp_path: Path) -> None:
-    from mockserver.cassette import Interaction, Request, Response, Stream, StreamEvent
+    from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent
 
     chunk = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}\n\n'
     request = Request("POST", "https://api.openai.com/v1/chat/completions", (), json.dumps(BODY).encode())

@@ -15,10 +15,11 @@ import pytest
 from mockserver.app import create_app
 from mockserver.clock import VirtualClock
 from mockserver.config import Settings
-from mockserver.generation import Event, GenerationRequest
-from mockserver.lifecycle import TERMINAL, legal, wait_until
-from mockserver.store import MemoryStore, Record, Store
-from mockserver.store_sqlite import SqliteStore
+from mockserver.responses.lifecycle import TERMINAL, legal, wait_until
+from mockserver.responses.sqlite import SqliteStore
+from mockserver.responses.store import MemoryStore, Record, Store
+from mockserver.spine.events import Event
+from mockserver.spine.request import GenerationRequest
 from tests.conftest import FROZEN
 from tests.live import Live, serve_in_thread
 

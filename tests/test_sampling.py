@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from mockserver.sampling import log_probs, pick, top_candidates
+from mockserver.backends.reference.sampling import log_probs, pick, top_candidates
 
 LOGITS = torch.tensor([1.0, 3.0, 2.0, 0.5, 2.9])
 

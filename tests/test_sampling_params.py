@@ -15,7 +15,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.reference.tokenizer import ASSETS, Tokenizer
+from mockserver.gpt.tokenizer import ASSETS, Tokenizer
 from tests.conftest import FROZEN
 from tests.live import Live, serve_in_thread
 

@@ -14,20 +14,12 @@ import pytest
 from pydantic import ValidationError
 from starlette.testclient import TestClient
 
+from mockserver.answers.script import RuleError, Script, ScriptExhausted, ScriptRule
 from mockserver.app import create_app
 from mockserver.cli import main
 from mockserver.config import Settings
-from mockserver.generation import (
-    Answer,
-    ChatMessage,
-    Event,
-    ForcedCall,
-    GenerationRequest,
-    Prompt,
-    Sampling,
-    Tool,
-)
-from mockserver.script import RuleError, Script, ScriptExhausted, ScriptRule
+from mockserver.spine.events import Event
+from mockserver.spine.request import Answer, ChatMessage, ForcedCall, GenerationRequest, Prompt, Sampling, Tool
 from tests.conftest import FROZEN
 from tests.live import serve_in_process
 

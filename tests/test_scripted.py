@@ -14,8 +14,8 @@ import jsonschema
 import openai
 import pytest
 
+from mockserver.answers.script import Script
 from mockserver.context import ServerContext
-from mockserver.script import Script
 from tests.live import Live
 from tests.test_tools import TOOLS, WEATHER
 

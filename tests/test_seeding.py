@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mockserver.seeding import canonical, choice_seed, derive_seed, make_id
+from mockserver.spine.seeding import canonical, choice_seed, derive_seed, make_id
 
 
 def test_canonical_ignores_order_and_delivery_fields() -> None:

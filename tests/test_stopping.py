@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mockserver.generation import Token
-from mockserver.stopping import TextAssembler
+from mockserver.spine.events import Token
+from mockserver.spine.stopping import TextAssembler
 
 
 def _run(pieces: list[bytes], stops: tuple[str, ...]) -> tuple[list[str], bool]:

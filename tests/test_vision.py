@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mockserver.errors import InvalidRequest
-from mockserver.vision import (
+from mockserver.media.vision import (
     REMOTE_SIZE,
     ImageInfo,
     decode_data_url,
@@ -346,7 +346,7 @@ def test_images_tokens_blames_the_index() -> None:
 
 def test_import_is_cheap() -> None:
     code = (
-        "import sys, mockserver.vision\n"
+        "import sys, mockserver.media.vision\n"
         "heavy = {'torch', 'numpy', 'pydantic', 'starlette', 'httpx', 'PIL'} & set(sys.modules)\n"
         "print(sorted(heavy))"
     )

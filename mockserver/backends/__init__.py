@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mockserver.config import Settings
-    from mockserver.generation import Backend
+    from mockserver.spine.backend import Backend
 
 __all__ = ["BACKENDS", "load_backend"]
 
 BACKENDS: dict[str, str] = {
-    "reference": "mockserver.backends.reference:from_settings",
+    "reference": "mockserver.backends.reference.backend:from_settings",
 }
 
 

@@ -1,4 +1,4 @@
-"""Teacher forcing: a decided :class:`~mockserver.generation.Answer` played out token by token.
+"""Teacher forcing: a decided :class:`~mockserver.spine.request` played out token by token.
 
 A scripted reply, a tool call or a structured-output object is not sampled: its text is
 tokenized, fed through the model to score every token (the backend does that part), and then
@@ -8,7 +8,7 @@ by argument fragments. The caller counts produced tokens against ``max_tokens``,
 answer is cut with ``finish_reason: "length"`` like any other.
 
 Nothing here touches torch: the backend hands in a ``make`` callback that builds each
-:class:`~mockserver.generation.Token` with the scores it computed.
+:class:`~mockserver.spine.events` with the scores it computed.
 """
 
 from __future__ import annotations
@@ -18,16 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from mockserver.generation import (
-    Answer,
-    ChoiceEvent,
-    FinishReason,
-    Refusal,
-    TextDelta,
-    Token,
-    ToolCallDelta,
-)
-from mockserver.stopping import TextAssembler
+from mockserver.spine.events import ChoiceEvent, FinishReason, Refusal, TextDelta, Token, ToolCallDelta
+from mockserver.spine.request import Answer
+from mockserver.spine.stopping import TextAssembler
 
 __all__ = ["Recital", "TokenMaker"]
 

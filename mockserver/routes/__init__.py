@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from mockserver.routes import admin, chat, chat_store, completions, docs, embeddings, health, images, models, responses
+from mockserver.routes import admin, chat, chat_store, completions, docs, embeddings, health, images, models
+from mockserver.routes.responses import endpoints as responses
 
 __all__ = ["routes"]
 

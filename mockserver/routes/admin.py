@@ -18,14 +18,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from mockserver.answers.script import RuleError
 from mockserver.clock import VirtualClock
 from mockserver.context import ServerContext
 from mockserver.errors import APIError, AuthenticationError, InvalidRequest, NotFound
-from mockserver.faults import CATALOGUE
-from mockserver.journal import verdicts
-from mockserver.routes.generate import parse_json
-from mockserver.script import RuleError
-from mockserver.streaming import dumps
+from mockserver.faults.catalogue import CATALOGUE
+from mockserver.faults.journal import verdicts
+from mockserver.http.sse import dumps
+from mockserver.routes.handler import parse_json
 
 __all__ = ["routes"]
 

@@ -15,29 +15,18 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import params, reasoning, vision
+from mockserver.answers import reasoning
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
-from mockserver.generation import (
-    ChatMessage,
-    ChoiceResult,
-    Event,
-    Finished,
-    GenerationRequest,
-    Prompt,
-    Reasoning,
-    Refusal,
-    Result,
-    Started,
-    TextDelta,
-    Token,
-    ToolCallDelta,
-)
+from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
-from mockserver.routes import logprobs
-from mockserver.routes.generate import Call, handle
+from mockserver.routes import logprobs, params
+from mockserver.routes.handler import Call, handle
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
+from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
+from mockserver.spine.request import ChatMessage, GenerationRequest, Prompt
+from mockserver.spine.result import ChoiceResult, Result
 
 
 def _alternatives(body: ChatRequest, profile: Profile, strict: bool) -> int | None:

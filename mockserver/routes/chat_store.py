@@ -20,13 +20,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver import params
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.injector import BODY_KEY
-from mockserver.routes.generate import parse_json
-from mockserver.store import Kind, Query, Record, Store
-from mockserver.streaming import dumps
+from mockserver.faults.injector import BODY_KEY
+from mockserver.http.sse import dumps
+from mockserver.responses.store import Kind, Query, Record, Store
+from mockserver.routes import params
+from mockserver.routes.handler import parse_json
 
 __all__ = ["remember", "routes"]
 

@@ -15,22 +15,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import params, vision
 from mockserver.context import ServerContext
-from mockserver.generation import (
-    Event,
-    Finished,
-    GenerationRequest,
-    Prompt,
-    Refusal,
-    Result,
-    TextDelta,
-)
+from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
-from mockserver.routes import logprobs
-from mockserver.routes.generate import Call, handle
+from mockserver.routes import logprobs, params
+from mockserver.routes.handler import Call, handle
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
+from mockserver.spine.events import Event, Finished, Refusal, TextDelta
+from mockserver.spine.request import GenerationRequest, Prompt
+from mockserver.spine.result import Result
 
 
 def _prompts(prompt: str | list[str] | list[int] | list[list[int]], suffix: str | None) -> tuple[Prompt, ...]:

@@ -13,14 +13,15 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver import embeddings, params
 from mockserver.context import ServerContext
 from mockserver.errors import NotFound
-from mockserver.injector import BODY_KEY
-from mockserver.routes.generate import parse_json
+from mockserver.faults.injector import BODY_KEY
+from mockserver.http.sse import dumps
+from mockserver.media import vectors as embeddings
+from mockserver.routes import params
+from mockserver.routes.handler import parse_json
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.embeddings import EmbeddingRequest
-from mockserver.streaming import dumps
 
 __all__ = ["create"]
 

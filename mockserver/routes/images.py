@@ -1,6 +1,6 @@
 """The images endpoints: generations (JSON), edits and variations (multipart), and the images served by URL.
 
-Pictures come from :func:`mockserver.images.paint`, keyed by the request's content, its seed (the
+Pictures come from :func:`mockserver.media.painting.paint`, keyed by the request's content, its seed (the
 body's ``seed``, else one derived from the canonical body as for text) and the image's index, plus
 the input files' bytes for edits and variations. ``response_format`` and ``n`` are left out of the
 derived seed, so the ``url`` and ``b64_json`` twins of a request, and its first image whatever the
@@ -25,12 +25,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver import params, seeding
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.images import paint
-from mockserver.injector import BODY_KEY
-from mockserver.routes.generate import parse_json
+from mockserver.faults.injector import BODY_KEY
+from mockserver.http.sse import dumps
+from mockserver.media.painting import paint
+from mockserver.media.vision import image_tokens
+from mockserver.routes import params
+from mockserver.routes.handler import parse_json
 from mockserver.schemas.common import WireModel, invalid_request
 from mockserver.schemas.images import (
     DALL_E_3,
@@ -45,8 +47,7 @@ from mockserver.schemas.images import (
     plan_generation,
     plan_variation,
 )
-from mockserver.streaming import dumps
-from mockserver.vision import image_tokens
+from mockserver.spine import seeding
 
 __all__ = ["ImageStore", "routes"]
 

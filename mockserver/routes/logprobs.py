@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mockserver.generation import PromptPosition, Token
+from mockserver.spine.events import PromptPosition, Token
 
 __all__ = ["content", "legacy", "prompt"]
 

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mockserver.context import ServerContext, model_not_found
-from mockserver.streaming import dumps
+from mockserver.http.sse import dumps
 
 # A fixed date, so listings are byte-stable (2024-01-01T00:00:00Z).
 MODEL_CREATED = 1704067200

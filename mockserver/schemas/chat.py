@@ -22,7 +22,7 @@ class TextPart(WireModel):
 
 class ImageUrl(WireModel):
     url: str
-    detail: str | None = None  # low | high | auto, checked with the image (mockserver.vision)
+    detail: str | None = None  # low | high | auto, checked with the image (mockserver.media.vision)
 
 
 class ImagePart(WireModel):
@@ -83,7 +83,7 @@ class ChatRequest(GenerationFields):
     functions: list[FunctionDef] | None = None  # deprecated by OpenAI, still served
     function_call: FunctionCall | None = None
     response_format: ResponseFormat | None = None
-    reasoning_effort: str | None = None  # reasoning models only (mockserver.reasoning)
+    reasoning_effort: str | None = None  # reasoning models only (mockserver.answers.reasoning)
     store: bool | None = None  # keep the completion for GET /v1/chat/completions/{id}
     metadata: dict[str, str] | None = None
 

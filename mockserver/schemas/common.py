@@ -15,7 +15,7 @@ MAX_STOP = 4  # OpenAI accepts at most four stop sequences
 
 class WireModel(BaseModel):
     """Strict: ``"5"`` is not an integer and ``true`` is not a number, as on OpenAI.
-    Unknown fields are ignored here; :mod:`mockserver.params` applies the profile's rule."""
+    Unknown fields are ignored here; :mod:`mockserver.routes.params` applies the profile's rule."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
@@ -26,7 +26,7 @@ class StreamOptions(WireModel):
 
 class GenerationFields(WireModel):
     """Fields both generation endpoints take: OpenAI's, and every sampling extension the
-    providers document (each described in :mod:`mockserver.sampling`). Ranges here are the
+    providers document (each described in :mod:`mockserver.backends.reference.sampling`). Ranges here are the
     ones every provider shares; a profile's tighter upper bounds are its ``limits``."""
 
     model: str

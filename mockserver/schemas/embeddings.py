@@ -1,7 +1,7 @@
 """``POST /v1/embeddings`` request body (``CreateEmbeddingRequest``).
 
 Only the shapes are checked here; emptiness, counts and token limits are OpenAI's rules in
-:mod:`mockserver.embeddings`, where they can name the offending input (``input[3]``).
+:mod:`mockserver.media.vectors`, where they can name the offending input (``input[3]``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The pydantic models check types and ranges, as the other families' do. What depe
 — which sizes, how long a prompt, how many images, which parameters exist at all — is checked by
 the ``plan_*`` functions, which turn a valid body into an :class:`ImagePlan`, the frozen record
 the handler paints from; :func:`check_image` and :func:`check_mask` judge the uploaded files
-(read from their headers by :func:`mockserver.vision.read_image`). Models fall into families:
+(read from their headers by :func:`mockserver.media.vision.read_image`). Models fall into families:
 ``dall-e-2``, ``dall-e-3``, and the GPT image models (``gpt-image-1``, ``gpt-image-1.5``,
 ``gpt-image-1-mini``, ``chatgpt-image-latest``, and any other id); ``gpt-image-2*`` also takes
 free ``WIDTHxHEIGHT`` sizes within OpenAI's limits.
@@ -19,9 +19,9 @@ from typing import Literal
 from pydantic import Field
 
 from mockserver.errors import InvalidRequest
-from mockserver.images import png_has_alpha
+from mockserver.media.painting import png_has_alpha
+from mockserver.media.vision import ImageInfo, read_image
 from mockserver.schemas.common import WireModel
-from mockserver.vision import ImageInfo, read_image
 
 __all__ = [
     "DALL_E_2", "DALL_E_3", "DEFAULT_GPT_MODEL", "GPT_IMAGE", "EditRequest", "Family", "ImagePlan", "ImageRequest",

@@ -1,5 +1,5 @@
 """What the server answers, as pydantic models: the source of ``/openapi.json``'s response
-schemas (:mod:`mockserver.openapi`).
+schemas (:mod:`mockserver.http.openapi`).
 
 The codecs build their bodies as plain dicts (fast, and shaped by the profile); these models
 describe those bodies for clients and fuzzers, and the schemathesis run in the test suite

@@ -5,7 +5,7 @@ string, or parts: ``input_text`` / ``output_text`` carry text; an ``input_image`
 tokens but is not seen, an ``input_file`` is accepted and ignored), a function's
 output (``function_call_output``, read as a ``tool`` message) and an earlier function call
 (``function_call``, read as the assistant's turn). Function tools, ``text.format`` and
-``reasoning`` are read by the codec (:mod:`mockserver.routes.responses_codec`).
+``reasoning`` are read by the codec (:mod:`mockserver.routes.responses.codec`).
 """
 
 from __future__ import annotations

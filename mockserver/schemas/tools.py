@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mockserver.errors import InvalidRequest
-from mockserver.generation import JsonFormat, Tool
 from mockserver.schemas.common import WireModel
+from mockserver.spine.request import JsonFormat, Tool
 
 __all__ = [
     "FunctionDef",
@@ -72,7 +72,7 @@ class ResponseFormat(WireModel):
 
 
 def _checked(schema: dict[str, Any], param: str, strict: bool) -> dict[str, Any]:
-    from mockserver.fake_json import check_schema
+    from mockserver.fakejson.generate import check_schema
 
     check_schema(schema, param, strict=strict)
     return schema

@@ -23,7 +23,7 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
-from mockserver.routes.responses_codec import assistant_text
+from mockserver.routes.responses.codec import assistant_text
 from tests.live import ROOT, Live, free_port
 
 Json = dict[str, Any]

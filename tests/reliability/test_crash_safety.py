@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from mockserver.app import create_app
-from mockserver.cassette_store import CassetteDir
+from mockserver.cassettes.files import CassetteDir
 from mockserver.config import Settings
 from tests.reliability.conftest import Budget
 from tests.reliability.harness import FROZEN, Child, Json, child_server, frames, thread_server

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 
 from mockserver.app import create_app
-from mockserver.backends.reference import ReferenceBackend
+from mockserver.backends.reference.backend import ReferenceBackend
 from mockserver.config import Settings
-from mockserver.store import Query
+from mockserver.responses.store import Query
 from tests.reliability.conftest import Budget
 from tests.reliability.harness import (
     InThread,

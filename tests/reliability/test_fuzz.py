@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.images import encode_png
+from mockserver.media.painting import encode_png
 from mockserver.profiles import PROFILES
 from tests.live import Live
 from tests.reliability.conftest import Budget

@@ -1,0 +1,136 @@
+"""The director: decides, before generation, the answers the model must not make up itself.
+
+Three things outrank sampling, in this order:
+
+1. a **scripted rule** that matches the request (:mod:`mockserver.answers.script`): its text, tool
+   calls or refusal;
+2. a **tool call**, when the tool policy (:mod:`mockserver.answers.tool_policy`) says the model calls one;
+3. **structured output**, when ``response_format`` asks for JSON.
+
+Whatever is decided becomes an :class:`~mockserver.spine.request` per choice, which the
+backend scores token by token instead of sampling (see :mod:`mockserver.backends.recital`),
+so logprobs, usage and streaming stay the model's own. Missing tool arguments are generated
+from the tool's JSON Schema, valid against it, with Faker seeded by (request seed, choice,
+call): the same request gets the same arguments on every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+from mockserver.answers.tool_policy import chosen_tools
+from mockserver.errors import InvalidRequest
+from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Tool
+from mockserver.spine.seeding import digest
+
+__all__ = ["Scripted", "call_id", "direct"]
+
+
+class Scripted(Protocol):
+    """What the director needs from the scripted-answer rules."""
+
+    def answer(self, request: GenerationRequest, surface: str, session: str | None) -> Answer | None: ...
+
+
+_JSON_FAULTS = frozenset({"content.off_schema", "content.bad_arguments"})
+
+
+def _seed(request: GenerationRequest, *parts: object) -> int:
+    return int.from_bytes(digest(b"answer", request.seed, *parts)[:8], "big") >> 1
+
+
+def call_id(request: GenerationRequest, choice: int, call: int) -> str:
+    """A tool call's id (``call_`` and 24 hex digits), stable for the request and seed."""
+    return "call_" + digest(b"call", request.seed, request.canonical, choice, call).hex()[:24]
+
+
+def _arguments(request: GenerationRequest, tool: Tool | None, choice: int, call: int) -> str:
+    from mockserver.fakejson.generate import fake_json
+
+    if tool is None:  # a scripted call to a tool the request does not offer: no schema to follow
+        return "{}"
+    try:
+        return fake_json(tool.parameters or {"type": "object"}, _seed(request, "call", choice, call))
+    except ValueError as exc:
+        raise InvalidRequest(f"Cannot produce arguments for function '{tool.name}': {exc}", param="tools") from None
+
+
+def _structured(request: GenerationRequest, choice: int) -> Answer:
+    from mockserver.fakejson.generate import fake_json
+
+    assert request.response_format is not None
+    try:
+        return Answer(text=fake_json(request.response_format.schema, _seed(request, "json", choice)))
+    except ValueError as exc:
+        raise InvalidRequest(f"Cannot produce JSON for the response format: {exc}", param="response_format") from None
+
+
+def _filled(request: GenerationRequest, answer: Answer, choice: int) -> Answer:
+    """A scripted answer with every tool call's arguments and id present."""
+    if not answer.tool_calls:
+        return answer
+    offered = {tool.name: tool for tool in request.tools}
+    calls = tuple(
+        ForcedCall(
+            call.name,
+            call.arguments if call.arguments is not None else _arguments(request, offered.get(call.name), choice, k),
+            call.id or call_id(request, choice, k),
+        )
+        for k, call in enumerate(answer.tool_calls)
+    )
+    return replace(answer, tool_calls=calls)
+
+
+def _faulty(request: GenerationRequest, answer: Answer, faults: frozenset[str]) -> Answer:
+    """The ``content.off_schema`` / ``content.bad_arguments`` faults applied to an answer."""
+    from mockserver.fakejson.generate import off_schema
+
+    offered = {tool.name: tool for tool in request.tools}
+    text, calls = answer.text, list(answer.tool_calls)
+    if "content.off_schema" in faults:
+        if request.response_format is not None and text:
+            text = off_schema(request.response_format.schema, text)
+        for k, call in enumerate(calls):
+            tool = offered.get(call.name)
+            if tool is not None and call.arguments is not None:
+                calls[k] = replace(call, arguments=off_schema(tool.parameters or {"type": "object"}, call.arguments))
+    if "content.bad_arguments" in faults:
+        # Cut before the closing brace: the JSON never ends, as a model's sometimes does not.
+        calls = [replace(call, arguments=(call.arguments or "{}")[:-1]) for call in calls]
+    return replace(answer, text=text, tool_calls=tuple(calls))
+
+
+def direct(
+    request: GenerationRequest,
+    script: Scripted | None = None,
+    surface: str = "chat",
+    session: str | None = None,
+    faults: frozenset[str] = frozenset(),
+) -> GenerationRequest:
+    """``request`` with ``answers`` decided (unchanged when every choice is sampled).
+    ``faults`` are the names of the request's faults: the ``content.*`` ones that break
+    JSON act here, before the answer is scored."""
+    scripted = script.answer(request, surface, session) if script is not None else None
+    answers: list[Answer | None] = []
+    for p, prompt in enumerate(request.prompts):
+        tools = chosen_tools(request, prompt) if scripted is None else []
+        for j in range(request.n):
+            index = p * request.n + j
+            if scripted is not None:
+                answers.append(_filled(request, scripted, index))
+            elif tools:
+                calls = tuple(
+                    ForcedCall(tool.name, _arguments(request, tool, index, k), call_id(request, index, k))
+                    for k, tool in enumerate(tools)
+                )
+                answers.append(Answer(tool_calls=calls))
+            elif request.response_format is not None:
+                answers.append(_structured(request, index))
+            else:
+                answers.append(None)
+    if all(a is None for a in answers):
+        return request
+    if faults & _JSON_FAULTS:
+        answers = [None if a is None else _faulty(request, a, faults) for a in answers]
+    return replace(request, answers=tuple(answers), best_of=None)

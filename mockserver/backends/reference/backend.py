@@ -1,0 +1,189 @@
+"""The reference backend: answers every generation with the tiny torch model.
+
+Model compute never runs on the event loop. Each request becomes a
+:class:`~mockserver.backends.reference.decoding.Job` whose
+prefill and then its decoding steps (one token for every live choice) run as tasks on a small
+thread pool; the event loop only awaits them. A streamed request hands over one step per task,
+so its tokens leave as they are made and a client that went away stops generation after the
+step in flight (a queued step is cancelled; the async generator is never resumed). A
+non-streamed request has no one to show tokens to, and every hand-off between the event loop
+and a pool thread costs two thread wake-ups (~0.5 ms on a small VM), so it runs as few tasks
+as it can: it keeps stepping while nobody else waits for the pool (up to
+:data:`~mockserver.backends.reference.decoding.SLICE_ALONE`), and yields after ``SLICE_SHARED`` when somebody does.
+
+Each request runs alone through the model (batch size 1, no cross-request batching), so its
+numbers cannot depend on what else is running. Torch runs one intra-op thread per pool
+worker: for a model this small, op-level threading costs more than it gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from mockserver.backends.reference.decoding import Job
+from mockserver.spine.events import Event
+from mockserver.spine.request import GenerationRequest
+
+if TYPE_CHECKING:
+    from mockserver.backends.reference.pooling import Pooler
+    from mockserver.config import Settings
+    from mockserver.gpt.model import GPT
+    from mockserver.gpt.tokenizer import Tokenizer
+    from mockserver.media.vectors import Space, TokenCheck
+
+__all__ = ["ReferenceBackend", "Runtime", "from_settings"]
+
+ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+_T = TypeVar("_T")
+
+
+class Runtime:
+    """The loaded model and tokenizer (import of torch happens here, and only here)."""
+
+    def __init__(self, assets: Path | None = None, max_positions: int = 8192) -> None:
+        import torch
+
+        from mockserver.gpt.model import load_model
+        from mockserver.gpt.tokenizer import ASSETS, Tokenizer
+
+        torch.set_num_threads(1)
+        directory = assets or ASSETS
+        self.model: GPT = load_model(directory)
+        self.tokenizer: Tokenizer = Tokenizer.from_file(directory / "tokenizer.json")
+        if self.tokenizer.vocab_size != self.model.cfg.vocab_size:
+            raise RuntimeError("tokenizer and model disagree on the vocabulary size")
+        # Grow the rotary table once, now, so worker threads only ever read it.
+        self.model.rotary.multipliers(0, max_positions + 1)
+
+
+class ReferenceBackend:
+    """Backend over :class:`Runtime`; ``threads`` is the size of the model pool."""
+
+    def __init__(self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192) -> None:
+        from mockserver.gpt.tokenizer import ASSETS
+
+        directory = assets or ASSETS
+        missing = [n for n in ASSET_FILES if not (directory / n).is_file()]
+        if missing:  # fail at start-up, not with a 500 on every request
+            raise FileNotFoundError(
+                f"reference model files missing in {directory}: {', '.join(missing)} "
+                "(they ship with the package; rebuild them with `python -m training.train`)"
+            )
+        # Known before the model loads, so requests can be validated against it (logit_bias).
+        self.vocab_size: int = json.loads((directory / "config.json").read_text())["vocab_size"]
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
+        self._assets = assets
+        self._max_positions = max_positions
+        self._lock = threading.Lock()
+        self._queued = 0  # tasks submitted to the pool and not yet started
+        self._loading: Future[Runtime] | None = None
+        self.steps = 0  # decoding steps taken, all requests together (observable by tests)
+        self._pooler: Pooler | None = None  # embeddings, made on first use
+
+    def warm_up(self) -> Future[Runtime]:
+        """Start loading the model in the pool (idempotent); requests wait for it."""
+        with self._lock:
+            if self._loading is None:
+                self._loading = self._pool.submit(Runtime, self._assets, self._max_positions)
+            return self._loading
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, fn: Callable[[], _T]) -> Future[_T]:
+        with self._lock:
+            self._queued += 1
+
+        def task() -> _T:
+            with self._lock:
+                self._queued -= 1
+            return fn()
+
+        def uncount(future: Future[_T]) -> None:
+            if future.cancelled():  # it never started, so task() never uncounted it
+                with self._lock:
+                    self._queued -= 1
+
+        future = self._pool.submit(task)
+        # Cancellation can come from anywhere: the finally below, or asyncio cancelling an
+        # awaited wrap_future (a client gone while its request waited for the pool).
+        future.add_done_callback(uncount)
+        return future
+
+    def _contended(self) -> bool:
+        """Is other work waiting for a pool thread? (Read racily: a hint for slicing.)"""
+        return self._queued > 0
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        runtime = await asyncio.wrap_future(self.warm_up())
+
+        def start() -> tuple[Job, list[Event]]:
+            job = Job(runtime, request)
+            if request.stream or job.done:
+                return job, job.opening
+            return job, job.opening + job.advance_slice(self._contended)
+
+        job, opening = await asyncio.wrap_future(self._submit(start))
+        self.steps += job.steps
+        step = job.advance if request.stream else partial(job.advance_slice, self._contended)
+        # Pipelined: the next task is submitted before this one's events are handed on, so
+        # the model computes token i+1 while the event loop encodes and sends token i. One
+        # task at most is in flight per request, so its steps still run strictly in order.
+        pending = None if job.done else self._submit(step)
+        try:
+            for event in opening:
+                yield event
+            while pending is not None:
+                before = job.steps
+                events = await asyncio.wrap_future(pending)
+                self.steps += job.steps - before
+                pending = None if job.done else self._submit(step)
+                for event in events:
+                    yield event
+        finally:
+            if pending is not None:
+                pending.cancel()  # the client left: a queued step never runs
+
+    async def embed(
+        self, inputs: Sequence[str | Sequence[int]], space: Space, check: TokenCheck, *, for_json: bool = False
+    ) -> tuple[list[list[float]], int]:
+        """Embeddings (:class:`~mockserver.media.vectors.Embedder`; the pooling is described in
+        :mod:`mockserver.backends.reference.pooling`). Tokenised, checked and computed on the pool,
+        each input alone, in tasks of bounded cost so that other requests get a thread between."""
+        from mockserver.backends.reference.pooling import Pooler, shortest, slices
+
+        runtime = await asyncio.wrap_future(self.warm_up())
+        if self._pooler is None:
+            self._pooler = Pooler(runtime.model)  # cheap: it computes what it needs in the pool
+        pooler = self._pooler
+
+        def compute(part: list[list[int]]) -> list[list[float]]:
+            vectors = [pooler.vector(ids, space) for ids in part]
+            return shortest(vectors) if for_json else [v.tolist() for v in vectors]
+
+        def start() -> tuple[list[list[list[int]]], list[list[float]]]:
+            ids = [runtime.tokenizer.encode(x) if isinstance(x, str) else list(x) for x in inputs]
+            check(ids)
+            parts = slices(ids)
+            return parts, compute(parts[0])
+
+        parts, rows = await asyncio.wrap_future(self._submit(start))
+        for part in parts[1:]:
+            rows += await asyncio.wrap_future(self._submit(partial(compute, part)))
+        return rows, sum(len(ids) for part in parts for ids in part)
+
+
+def from_settings(settings: Settings) -> ReferenceBackend:
+    """The registry's factory (see :mod:`mockserver.backends`)."""
+    from mockserver.media.vectors import MAX_INPUT_TOKENS
+
+    # Embedding inputs reach MAX_INPUT_TOKENS whatever the generation windows are.
+    longest = max([settings.context_window, MAX_INPUT_TOKENS, *settings.model_windows().values()])
+    return ReferenceBackend(threads=settings.model_threads, max_positions=longest)

@@ -1,0 +1,1 @@
+"""Cassettes: the vcrpy format, files on disk, matching, redaction, refolding and replay order."""

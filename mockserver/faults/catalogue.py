@@ -1,0 +1,193 @@
+"""The fault catalogue and its grammar: what can go wrong, by name, and how a request asks.
+
+A fault spec is ``name[=value][,key=value…][@p=probability]``; several are joined by ``;``::
+
+    x-mockserver-fault: http.429,retry_after=2
+    x-mockserver-fault: stream.cut_after=3; latency.ttft=250
+    x-mockserver-fault: http.500@p=0.25
+
+Each name belongs to a *phase*, which says where :mod:`mockserver.faults.injector` (HTTP, transport
+and stream faults, at the ASGI level, so every backend and endpoint gets them) or
+:mod:`mockserver.spine.engine` (content faults and latency, on the event stream) applies it. A
+probability is drawn from the request's own seeded generator (:func:`request_rng`), so
+identical requests get identical decisions, run after run and process after process.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from mockserver.spine.seeding import digest
+
+__all__ = ["CATALOGUE", "Fault", "FaultError", "Kind", "parse", "request_rng"]
+
+Kind = Literal["http", "transport", "stream", "content", "latency"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    kind: Kind
+    doc: str
+    primary: str | None = None  # the parameter ``name=value`` sets
+    defaults: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def _d(**values: float) -> Mapping[str, float]:
+    return MappingProxyType(values)
+
+
+# The names a request may ask for. The fault table in docs/faults.md is checked against this by a test.
+CATALOGUE: Mapping[str, Entry] = MappingProxyType(
+    {
+        "http.400": Entry("http", "400 `context_length_exceeded`, OpenAI's body"),
+        "http.401": Entry("http", "401 `invalid_api_key`"),
+        "http.403": Entry("http", "403 `unsupported_country_region_territory`"),
+        "http.404": Entry("http", "404 `model_not_found`"),
+        "http.408": Entry("http", "408 request timeout"),
+        "http.409": Entry("http", "409 conflict"),
+        "http.429": Entry(
+            "http",
+            "429 `rate_limit_exceeded` with `retry-after`, `retry-after-ms` and `x-ratelimit-*`",
+            "retry_after",
+            _d(retry_after=1.0),
+        ),
+        "http.quota": Entry("http", "429 `insufficient_quota` (not worth retrying)"),
+        "http.500": Entry("http", "500 server error"),
+        "http.502": Entry("http", "502 with an HTML body, as a proxy sends it"),
+        "http.503": Entry("http", "503 overloaded", "retry_after", _d(retry_after=0.0)),
+        "http.504": Entry("http", "504 gateway timeout"),
+        "http.should_retry": Entry(
+            "http", "with an HTTP fault: `x-should-retry: true` (1) or `false` (0)", "value", _d(value=1.0)
+        ),
+        "transport.reset": Entry("transport", "TCP reset before any byte of the response"),
+        "transport.empty": Entry("transport", "connection closed with no response at all"),
+        "transport.garbage": Entry("transport", "bytes that are not HTTP, then close"),
+        "transport.truncated": Entry("transport", "`content-length` larger than the body sent, then close"),
+        "transport.hang": Entry("transport", "accept the request and never answer"),
+        "stream.cut_after": Entry("stream", "end the stream cleanly after N events, no `[DONE]`", "n", _d(n=1)),
+        "stream.reset_after": Entry("stream", "TCP reset after N events", "n", _d(n=1)),
+        "stream.stall_after": Entry(
+            "stream",
+            "after N events send nothing for `for` seconds (0: forever), a `: keep-alive` comment "
+            "every `keepalive` seconds if set, then go on",
+            "n",
+            _d(n=1, keepalive=0.0, **{"for": 0.0}),
+        ),
+        "stream.malformed_at": Entry("stream", "event N is cut mid-JSON", "n", _d(n=1)),
+        "stream.split_utf8": Entry("stream", "every multi-byte character is split across two writes"),
+        "stream.bytewise": Entry("stream", "every byte in its own write"),
+        "stream.no_done": Entry("stream", "the `[DONE]` terminator is not sent"),
+        "stream.double_done": Entry("stream", "the `[DONE]` terminator is sent twice"),
+        "stream.error_at": Entry(
+            "stream", "event N is replaced by an in-band error event; the stream ends", "n", _d(n=1)
+        ),
+        "stream.no_finish_reason": Entry("stream", "no chunk carries a `finish_reason`"),
+        "stream.no_usage": Entry("stream", "the usage chunk is dropped despite `include_usage`"),
+        "stream.no_completed": Entry("stream", "a Responses stream's closing `response.completed` event is not sent"),
+        "stream.skip_sequence": Entry(
+            "stream",
+            "a Responses stream skips `sequence_number` N (later events are numbered one higher)",
+            "n",
+            _d(n=1),
+        ),
+        "content.length": Entry("content", "every choice finishes with `length`"),
+        "content.filter": Entry("content", "every choice finishes with `content_filter`"),
+        "content.refusal": Entry("content", "every choice refuses: chat's `refusal` instead of `content`"),
+        "content.bad_arguments": Entry("content", "tool-call arguments are not valid JSON (cut before their end)"),
+        "content.off_schema": Entry(
+            "content", "structured output and tool arguments are JSON that breaks the requested schema"
+        ),
+        "latency.ttft": Entry("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
+        "latency.itl": Entry("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
+        "latency.queue": Entry("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),
+    }
+)
+
+
+class FaultError(ValueError):
+    """A spec that does not parse; the message says where and lists the known names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    name: str
+    params: Mapping[str, float]
+    probability: float = 1.0
+
+    @property
+    def kind(self) -> Kind:
+        return CATALOGUE[self.name].kind
+
+    def __getitem__(self, key: str) -> float:
+        return self.params[key]
+
+    def render(self) -> str:
+        """Back to the grammar (for the ``x-mockserver-faults`` header and the journal)."""
+        entry = CATALOGUE[self.name]
+        parts = [self.name]
+        given = {k: v for k, v in self.params.items() if entry.defaults.get(k) != v}
+        if entry.primary is not None and entry.primary in given:
+            parts[0] += f"={_number(given.pop(entry.primary))}"
+        parts.extend(f"{k}={_number(v)}" for k, v in sorted(given.items()))
+        text = ",".join(parts)
+        return text if self.probability >= 1.0 else f"{text}@p={_number(self.probability)}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def parse(spec: str) -> tuple[Fault, ...]:
+    """``"http.500@p=0.5; stream.cut_after=3"`` → faults; :class:`FaultError` on any mistake."""
+    faults = []
+    for raw in spec.split(";"):
+        text = raw.strip()
+        if text:
+            faults.append(_parse_one(text))
+    return tuple(faults)
+
+
+def _parse_one(text: str) -> Fault:
+    body, _, chance = text.partition("@")
+    probability = 1.0
+    if chance:
+        key, _, value = chance.partition("=")
+        probability = _float(text, value) if key.strip() == "p" else -1.0
+        if not 0.0 <= probability <= 1.0:
+            raise FaultError(f"{text!r}: the suffix must be @p=<probability in [0, 1]>")
+    head, *rest = (part.strip() for part in body.split(","))
+    name, eq, value = head.partition("=")
+    entry = CATALOGUE.get(name.strip())
+    if entry is None:
+        raise FaultError(f"unknown fault {name.strip()!r}; known: {', '.join(CATALOGUE)}")
+    params = dict(entry.defaults)
+    if eq:
+        if entry.primary is None:
+            raise FaultError(f"{text!r}: {name} takes no value")
+        params[entry.primary] = _float(text, value)
+    for part in rest:
+        key, eq, value = part.partition("=")
+        if not eq or key.strip() not in entry.defaults:
+            known = ", ".join(entry.defaults) or "none"
+            raise FaultError(f"{text!r}: unknown parameter {key.strip()!r} (known: {known})")
+        params[key.strip()] = _float(text, value)
+    if any(v < 0 for v in params.values()):
+        raise FaultError(f"{text!r}: values must not be negative")
+    return Fault(name.strip(), MappingProxyType(params), probability)
+
+
+def _float(text: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise FaultError(f"{text!r}: {value.strip()!r} is not a number") from None
+
+
+def request_rng(global_seed: int, *parts: object) -> random.Random:
+    """The request's own generator for fault decisions: the global seed and what identifies
+    the request (method, path, canonical body, session, retry attempt)."""
+    return random.Random(int.from_bytes(digest(b"faults", global_seed, *parts)[:8], "big"))

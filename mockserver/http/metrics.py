@@ -1,0 +1,240 @@
+"""Prometheus metrics: the layer that counts every request, and ``GET /metrics``.
+
+Each app owns a :class:`~prometheus_client.CollectorRegistry` (never the process-global
+default: a test suite builds many apps in one process, and each must count only its own).
+
+Series are labelled by the route's path *template* (``/v1/responses/{response_id}``), never
+the raw path: ids in paths would make a series per request. A path no route matches is
+``other``. The layer sits just inside :class:`~mockserver.http.prefix.ProfilePrefix`, which only
+rewrites paths and never answers, so it still sees every request, already as ``/v1/…`` with
+its profile known. ``/metrics`` is answered here and not counted (a scrape counting itself
+only adds noise); ``/health`` is counted under its own endpoint. A request answered with no
+status line at all (a transport fault, a client gone first) has ``status="none"``.
+
+Tokens are counted where they are known without touching any handler: :class:`CountingEngine`
+watches the engine's event stream for its one :class:`~mockserver.spine.events` event,
+and a context variable set by the layer says which endpoint and profile the generation runs
+for (background Responses runs inherit it when their task is spawned). Replayed cassettes
+produce no events, so they count no tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextvars import ContextVar
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mockserver.context import PROFILE_KEY
+from mockserver.faults.catalogue import CATALOGUE, Fault
+from mockserver.faults.injector import PLAN_KEY
+from mockserver.faults.latency import Timeline
+from mockserver.spine.backend import Backend
+from mockserver.spine.engine import Engine
+from mockserver.spine.events import Event, Usage
+from mockserver.spine.request import GenerationRequest
+
+__all__ = ["CountingEngine", "Endpoints", "Metrics", "MetricsLayer"]
+
+OTHER = "other"
+# Methods are labelled as sent only if they are HTTP's own: a client inventing methods must not
+# invent series too.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Fast answers are the point of a test double, so the buckets start at a millisecond; long
+# streams with latency faults reach the top ones.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+# (endpoint, profile) of the request being answered; read where tokens are counted.
+_CURRENT: ContextVar[tuple[str, str] | None] = ContextVar("mockserver_metrics_request", default=None)
+
+
+class Metrics:
+    """Every series mockserver exports, in a registry of its own."""
+
+    def __init__(self, *, version: str, backend: str, profile: str) -> None:
+        self.registry = CollectorRegistry()
+        self.profile = profile  # the server's own: unprefixed paths are answered as it
+        r = self.registry
+        self.requests = Counter(
+            "mockserver_requests", "Requests answered.", ["endpoint", "method", "status", "profile"], registry=r
+        )
+        self.duration = Histogram(
+            "mockserver_request_duration_seconds",
+            "Time from the request's arrival to its last byte (a stream's whole length).",
+            ["endpoint", "method"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "mockserver_tokens",
+            "Tokens the model read (prompt) and wrote (completion).",
+            ["endpoint", "profile", "type"],
+            registry=r,
+        )
+        self.faults = Counter("mockserver_faults", "Faults applied, by name.", ["endpoint", "fault"], registry=r)
+        self.streams = Counter(
+            "mockserver_streams", "Event-stream responses started.", ["endpoint", "profile"], registry=r
+        )
+        self.in_flight = 0  # a plain int, read at scrape time: no lock taken per request
+        gauge = Gauge("mockserver_requests_in_flight", "Requests being answered now.", registry=r)
+        gauge.set_function(lambda: self.in_flight)
+        # Children by label values: ``labels()`` takes a lock and builds tuples on every call,
+        # which doubled the layer's cost per request.
+        self._answered: dict[tuple[str, str, int, str], tuple[Counter, Histogram]] = {}
+        Info("mockserver", "The server's version, backend and profile.", registry=r).info(
+            {"version": version, "backend": backend, "profile": profile}
+        )
+
+    def exposition(self) -> bytes:
+        """The text format Prometheus scrapes."""
+        return generate_latest(self.registry)
+
+    def answered(self, endpoint: str, method: str, status: int, profile: str, seconds: float) -> None:
+        key = (endpoint, method, status, profile)
+        children = self._answered.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(endpoint, method, str(status) if status else "none", profile),
+                self.duration.labels(endpoint, method),
+            )
+            self._answered[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def count_usage(self, usage: Usage) -> None:
+        endpoint, profile = _CURRENT.get() or (OTHER, self.profile)
+        if usage.prompt_tokens:
+            self.tokens.labels(endpoint, profile, "prompt").inc(usage.prompt_tokens)
+        if usage.completion_tokens:
+            self.tokens.labels(endpoint, profile, "completion").inc(usage.completion_tokens)
+
+    def count_faults(self, endpoint: str, header: bytes) -> None:
+        """From ``x-mockserver-faults`` (``http.503; stream.cut_after=3@p=0.5``): by name, without
+        parameters, so the label set stays the catalogue's."""
+        for rendered in header.decode("latin-1").split(";"):
+            name = re.split(r"[=,@]", rendered.strip(), maxsplit=1)[0]
+            if name:
+                self.faults.labels(endpoint, name if name in CATALOGUE else OTHER).inc()
+
+
+class Endpoints:
+    """Path → the template of the route it matches (``/v1/models/{model}``), else ``other``.
+    Static paths are one dict lookup; only the few templated routes are matched by regex."""
+
+    def __init__(self, routes: Iterable[BaseRoute]) -> None:
+        self.static: dict[str, str] = {}
+        self.templated: list[tuple[re.Pattern[str], str]] = []
+        for route in routes:
+            path, regex = getattr(route, "path", None), getattr(route, "path_regex", None)
+            if not isinstance(path, str) or not isinstance(regex, re.Pattern):
+                continue
+            if "{" in path:
+                self.templated.append((regex, re.sub(r":\w+}", "}", path)))  # {model:path} → {model}
+            else:
+                self.static[path] = path
+
+    def label(self, path: str) -> str:
+        found = self.static.get(path)
+        if found is not None:
+            return found
+        for regex, template in self.templated:
+            if regex.match(path):
+                return template
+        return OTHER
+
+
+class MetricsLayer:
+    """ASGI middleware: counts, times and labels each request; answers ``GET /metrics``."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Iterable[BaseRoute]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.endpoints = Endpoints(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
+            await self._expose(scope, send)
+            return
+        m = self.metrics
+        method: str = scope["method"] if scope["method"] in METHODS else OTHER
+        endpoint = self.endpoints.label(scope["path"])
+        profile: str = scope.get(PROFILE_KEY) or m.profile
+        status = 0  # none sent: a transport fault, or a client gone before the answer
+        started = time.perf_counter()
+        counted = faulted = False
+
+        def count() -> None:
+            nonlocal counted
+            counted = True
+            m.in_flight -= 1
+            m.answered(endpoint, method, status, profile, time.perf_counter() - started)
+
+        async def watch(message: Message) -> None:
+            nonlocal status, faulted
+            kind = message["type"]
+            if kind == "http.response.body":
+                # Counted before the last byte goes out, so a client that has its answer and
+                # then scrapes always sees it counted.
+                if not message.get("more_body", False) and not counted:
+                    count()
+            elif kind == "http.response.start":
+                status = message["status"]
+                for key, value in message.get("headers", ()):
+                    if key == b"x-mockserver-faults":
+                        faulted = True
+                        m.count_faults(endpoint, value)
+                    elif key == b"content-type" and value.startswith(b"text/event-stream"):
+                        m.streams.labels(endpoint, profile).inc()
+            await send(message)
+
+        m.in_flight += 1
+        token = _CURRENT.set((endpoint, profile))
+        try:
+            await self.app(scope, receive, watch)
+        except Exception:
+            status = status or 500  # the error handler outside us answers with a 500
+            raise
+        finally:
+            _CURRENT.reset(token)
+            if not faulted and scope.get(PLAN_KEY):  # a transport fault sends no headers to read
+                m.count_faults(endpoint, "; ".join(f.name for f in scope[PLAN_KEY]).encode())
+            if not counted:  # it raised, or sent no answer, or the client left mid-stream
+                count()
+
+    async def _expose(self, scope: Scope, send: Send) -> None:
+        body = self.metrics.exposition()
+        headers = [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+
+
+class CountingEngine(Engine):
+    """The engine, counting the tokens of every generation it runs (``primed`` and
+    ``complete`` both draw from :meth:`events`), labelled by the request it runs for."""
+
+    def __init__(
+        self, metrics: Metrics, backend: Backend, timeline: Timeline | None = None, time_scale: float = 1.0
+    ) -> None:
+        super().__init__(backend, timeline, time_scale)
+        self.metrics = metrics
+
+    def events(self, request: GenerationRequest, faults: tuple[Fault, ...] = ()) -> AsyncIterator[Event]:
+        return self._counted(super().events(request, faults))
+
+    async def _counted(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        try:
+            async for event in events:
+                if isinstance(event, Usage):
+                    self.metrics.count_usage(event)
+                yield event
+        finally:
+            aclose = getattr(events, "aclose", None)  # close the inner stream now, not at collection
+            if aclose is not None:
+                await aclose()

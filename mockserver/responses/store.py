@@ -1,0 +1,227 @@
+"""Where responses and stored chat completions are kept: one small interface, two
+implementations.
+
+:class:`Store` is everything the Responses API needs from storage: create a record (failing
+if the id is taken), read it, replace its snapshot and append stream events *atomically and
+only if its status is still one of those expected*, read the events after a sequence number,
+and delete it. That conditional update is the whole concurrency story: a cancel racing a
+run's completion is two updates expecting ``in_progress``, and exactly one of them wins.
+
+Stored chat completions (``store: true``) live beside responses as records of another
+:data:`Kind`; every read and delete names the kind it wants (``response`` unless told), so
+neither API ever sees the other's records. They have no status, so they are changed with
+:meth:`Store.rewrite` (a metadata update), never with the conditional update. :meth:`Store.find`
+lists one kind in creation order, a page at a time.
+
+* :class:`MemoryStore` (the default): a bounded, expiring dict on the event loop.
+* ``SqliteStore`` (:mod:`mockserver.responses.sqlite`, ``--store sqlite:PATH``): one file
+  that several server processes share, so a response created by one is retrieved and
+  cancelled from another.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from typing import Any, Literal, Protocol
+
+from mockserver.clock import Clock
+
+__all__ = ["Kind", "MemoryStore", "Page", "Query", "Record", "Store", "open_store"]
+
+Json = dict[str, Any]
+Kind = Literal["response", "chat.completion"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A stored response, or (``kind="chat.completion"``) a stored chat completion.
+
+    ``response`` is the stored object as last written: the Response (its ``status`` is the
+    record's), or the ChatCompletion with its ``metadata``. ``input_items`` are the
+    response's input items, or the chat request's messages as the messages list shows them.
+    ``messages`` is the conversation a response continued and its own input (instructions
+    left out, as ``previous_response_id`` does not carry them over); ``events`` how many
+    stream events are recorded (sequence numbers ``0 … events - 1``).
+    """
+
+    id: str
+    response: Json
+    input_items: tuple[Json, ...]
+    messages: tuple[tuple[str, str], ...]
+    background: bool = False
+    stream: bool = False
+    events: int = 0
+    kind: Kind = "response"
+
+    @property
+    def status(self) -> str:
+        """The response's status; ``""`` for a chat completion, which has none (so no
+        conditional update can ever expect it)."""
+        return str(self.response["status"]) if self.kind == "response" else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One page of records of one kind, in creation order (``asc``: oldest first).
+
+    ``after`` is the id of the last record of the previous page; the page is the next
+    ``limit`` records past it that have the ``model`` (if given) and every ``metadata`` pair.
+    """
+
+    kind: Kind
+    model: str | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    after: str | None = None
+    limit: int = 20
+    order: Literal["asc", "desc"] = "asc"
+
+    def admits(self, record: Record) -> bool:
+        if self.model is not None and record.response.get("model") != self.model:
+            return False
+        have = record.response.get("metadata") or {}
+        return all(have.get(key) == value for key, value in self.metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    records: tuple[Record, ...]
+    has_more: bool
+
+    @classmethod
+    def of(cls, found: Iterable[Record], limit: int) -> Page:
+        """The first ``limit`` of ``found``; one more is read to know whether there are more."""
+        taken = tuple(islice(found, limit + 1))
+        return cls(taken[:limit], len(taken) > limit)
+
+
+class Store(Protocol):
+    async def create(self, record: Record) -> bool:
+        """Keep ``record``; False (and nothing kept) if its id is taken."""
+        ...
+
+    async def get(self, response_id: str, kind: Kind = "response") -> Record | None: ...
+
+    async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
+        """Replace the snapshot and append ``events``, if the status is in ``expect`` (else
+        change nothing and return False)."""
+        ...
+
+    async def events(self, response_id: str, after: int) -> list[Json]:
+        """The recorded events with ``sequence_number > after``, in order."""
+        ...
+
+    async def delete(self, response_id: str, kind: Kind = "response") -> bool: ...
+
+    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+        """Replace the stored object, whatever the status, keeping the record's place in the
+        creation order; False if there is no such record."""
+        ...
+
+    async def find(self, query: Query) -> Page | None:
+        """The page ``query`` asks for; None if ``after`` names no live record of its kind."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Entry:
+    record: Record
+    expires: float
+    events: list[Json] = field(default_factory=list)
+
+
+class MemoryStore:
+    """Records in insertion order; past ``capacity`` the oldest go, and a record is gone once
+    the clock passes its expiry. Every method completes without awaiting anything, so each
+    is atomic on the event loop."""
+
+    def __init__(self, clock: Clock, capacity: int = 10_000, ttl: float = 2_592_000.0) -> None:
+        self._clock = clock
+        self._capacity = capacity
+        self._ttl = ttl
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _live(self, response_id: str, kind: Kind | None = None) -> _Entry | None:
+        """The unexpired entry (of ``kind``, if given)."""
+        entry = self._entries.get(response_id)
+        if entry is not None and entry.expires <= self._clock.now():
+            del self._entries[response_id]
+            return None
+        if entry is not None and kind is not None and entry.record.kind != kind:
+            return None
+        return entry
+
+    async def create(self, record: Record) -> bool:
+        if self._live(record.id) is not None:
+            return False
+        self._entries[record.id] = _Entry(record, self._clock.now() + self._ttl)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return True
+
+    async def get(self, response_id: str, kind: Kind = "response") -> Record | None:
+        entry = self._live(response_id, kind)
+        return entry.record if entry is not None else None
+
+    async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
+        entry = self._live(response_id, "response")
+        if entry is None or entry.record.status not in expect:
+            return False
+        entry.events.extend(events)
+        entry.record = replace(entry.record, response=response, events=len(entry.events))
+        return True
+
+    async def events(self, response_id: str, after: int) -> list[Json]:
+        entry = self._live(response_id)
+        if entry is None:
+            return []
+        # Sequence numbers are list positions, so "after N" is a slice.
+        return entry.events[max(0, after + 1) :]
+
+    async def delete(self, response_id: str, kind: Kind = "response") -> bool:
+        if self._live(response_id, kind) is None:
+            return False
+        del self._entries[response_id]
+        return True
+
+    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+        entry = self._live(record_id, kind)
+        if entry is None:
+            return False
+        entry.record = replace(entry.record, response=obj)  # the entry stays where it is: same order
+        return True
+
+    async def find(self, query: Query) -> Page | None:
+        now = self._clock.now()
+        # Insertion order is creation order (a re-created id moves to the end, as it should).
+        ids = [i for i, e in self._entries.items() if e.record.kind == query.kind and e.expires > now]
+        if query.order == "desc":
+            ids.reverse()
+        if query.after is not None:
+            if query.after not in ids:
+                return None
+            ids = ids[ids.index(query.after) + 1 :]
+        records = (self._entries[i].record for i in ids)
+        return Page.of((r for r in records if query.admits(r)), query.limit)
+
+    async def close(self) -> None:
+        self._entries.clear()
+
+
+def open_store(spec: str, clock: Clock, capacity: int, ttl: float) -> Store:
+    """``memory`` or ``sqlite:PATH`` (ValueError for anything else)."""
+    if spec == "memory":
+        return MemoryStore(clock, capacity, ttl)
+    kind, sep, path = spec.partition(":")
+    if kind == "sqlite" and sep and path:
+        from mockserver.responses.sqlite import SqliteStore
+
+        return SqliteStore(path, clock, ttl)
+    raise ValueError(f"unknown store {spec!r}: use 'memory' or 'sqlite:PATH'")

@@ -1,0 +1,241 @@
+"""The Responses codec: pure functions from the wire to a chat :class:`GenerationRequest`,
+and the input as ``input_items`` lists it; :mod:`mockserver.routes.responses.narrator`
+turns engine events back into the wire.
+
+Function tools, ``tool_choice``, ``text.format`` and ``reasoning.effort`` become the same
+spine fields chat's do, so the director and the backend treat both endpoints alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from mockserver.answers import reasoning
+from mockserver.context import ServerContext
+from mockserver.errors import InvalidRequest
+from mockserver.media import vision
+from mockserver.profiles import Profile
+from mockserver.routes import params
+from mockserver.schemas.common import invalid_request
+from mockserver.schemas.responses import (
+    LOGPROBS_INCLUDE,
+    FunctionCall,
+    FunctionCallOutput,
+    InputTokensRequest,
+    MessageItem,
+    ResponsesRequest,
+)
+from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
+from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Prompt, Tool
+from mockserver.spine.seeding import digest
+
+_W = TypeVar("_W", bound=BaseModel)
+
+__all__ = [
+    "assistant_text",
+    "conversation",
+    "generation",
+    "image_costs",
+    "input_items",
+    "item_id",
+    "text_format",
+    "tools",
+]
+
+Json = dict[str, Any]
+Conversation = tuple[tuple[str, str], ...]
+
+
+def item_id(prefix: str, response_id: str, index: int) -> str:
+    """The id of the ``index``-th item of a response (its input, or its output message)."""
+    return prefix + digest(b"item", prefix, response_id, index).hex()[:24]
+
+
+def conversation(body: ResponsesRequest | InputTokensRequest) -> Conversation:
+    """The request's own input as (role, text) turns, instructions left out."""
+    if isinstance(body.input, str):
+        return (("user", body.input),)
+    turns: list[tuple[str, str]] = []
+    for item in body.input:
+        if isinstance(item, MessageItem):
+            turns.append((item.role, item.text()))
+        elif isinstance(item, FunctionCallOutput):
+            turns.append(("tool", item.text()))
+        else:  # the assistant's earlier call, as the text it would have said
+            turns.append(("assistant", f"{item.name}({item.arguments})"))
+    return tuple(turns)
+
+
+def image_costs(body: ResponsesRequest | InputTokensRequest) -> tuple[int, ...]:
+    """What each turn of :func:`conversation` pays for its ``input_image`` parts."""
+    if isinstance(body.input, str):
+        return (0,)
+    costs = []
+    for i, item in enumerate(body.input):
+        parts = item.content if isinstance(item, MessageItem) and isinstance(item.content, list) else []
+        costs.append(
+            sum(
+                vision.url_tokens(
+                    p.image_url,
+                    p.detail,
+                    f"input[{i}].content[{j}].image_url",
+                    detail_param=f"input[{i}].content[{j}].detail",
+                )
+                for j, p in enumerate(parts)
+                if p.type == "input_image" and p.image_url is not None
+            )
+        )
+    return tuple(costs)
+
+
+def assistant_text(response: Json) -> str:
+    """What a stored response said: its output messages' text (for ``previous_response_id``)."""
+    return "".join(
+        part.get("text", "")
+        for item in response.get("output", [])
+        if item.get("type") == "message"
+        for part in item.get("content", [])
+        if part.get("type") == "output_text"
+    )
+
+
+def _part(part: Any) -> Json:
+    if part.type in ("input_text", "output_text"):
+        text: Json = {"type": part.type, "text": part.text or ""}
+        return text if part.type == "input_text" else {**text, "annotations": [], "logprobs": []}
+    if part.type == "refusal":
+        return {"type": "refusal", "refusal": part.refusal or ""}
+    return {"type": part.type}  # an image or file: accepted, not read
+
+
+def input_items(body: ResponsesRequest, response_id: str) -> tuple[Json, ...]:
+    """The input as ``input_items`` lists it: each item with an id and a status."""
+    if isinstance(body.input, str):
+        content = [{"type": "input_text", "text": body.input}]
+        only = {"type": "message", "role": "user", "content": content, "status": "completed"}
+        return ({"id": item_id("msg_", response_id, 0), **only},)
+    items: list[Json] = []
+    for index, item in enumerate(body.input):
+        if isinstance(item, MessageItem):
+            parts = item.content if isinstance(item.content, list) else None
+            kind = "output_text" if item.role == "assistant" else "input_text"
+            content = [_part(p) for p in parts] if parts is not None else [_part(_Text(kind, item.text()))]
+            entry: Json = {"type": "message", "role": item.role, "content": content, "status": "completed"}
+            prefix = "msg_"
+        elif isinstance(item, FunctionCallOutput):
+            entry = {"type": "function_call_output", "call_id": item.call_id, "output": item.text()}
+            entry["status"] = "completed"
+            prefix = "fco_"
+        else:
+            assert isinstance(item, FunctionCall)
+            entry = {"type": "function_call", "call_id": item.call_id, "name": item.name}
+            entry.update(arguments=item.arguments, status="completed")
+            prefix = "fc_"
+        items.append({"id": item.id or item_id(prefix, response_id, index), **entry})
+    return tuple(items)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    type: str
+    text: str
+
+
+def _validated(model: type[_W], data: Any, param: str) -> _W:
+    """``data`` as ``model``, a 400 naming ``param`` (and the field inside it) if it is not."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = invalid_request(exc)
+        inner = f"{param}.{error.param}" if error.param else param
+        raise InvalidRequest(f"Invalid value for '{inner}': {exc.errors()[0]['msg']}.", param=inner) from None
+
+
+def tools(body: ResponsesRequest) -> tuple[Tool, ...]:
+    """The function tools offered (hosted tools such as ``web_search`` are accepted and never
+    called: there is nothing behind them here)."""
+    named = [
+        (_validated(FunctionDef, {k: v for k, v in raw.items() if k != "type"}, f"tools[{i}]"), f"tools[{i}]")
+        for i, raw in enumerate(body.tools or ())
+        if raw.get("type") == "function"
+    ]
+    return spine_tools(named)
+
+
+def _choice(
+    body: ResponsesRequest, offered: tuple[Tool, ...]
+) -> tuple[Literal["none", "auto", "required"], str | None]:
+    raw = body.tool_choice
+    if isinstance(raw, dict):
+        if raw.get("type") != "function":  # a hosted tool, or allowed_tools: the policy decides
+            return "auto", None
+        return tool_choice(_validated(NamedFunction, {"name": raw.get("name")}, "tool_choice"), offered)
+    if raw is None or not offered:  # nothing to call (unlike chat, Responses does not object)
+        return "auto", None
+    modes: dict[str, Literal["none", "auto", "required"]] = {"none": "none", "auto": "auto", "required": "required"}
+    if raw not in modes:
+        raise InvalidRequest(
+            f"Invalid value for 'tool_choice': '{raw}' is not one of none, auto, required.", param="tool_choice"
+        )
+    return tool_choice(modes[raw], offered)
+
+
+def text_format(body: ResponsesRequest) -> JsonFormat | None:
+    """``text.format``: ``{"type": "json_schema", "name", "schema", "strict"}`` or ``json_object``."""
+    raw = (body.text or {}).get("format")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InvalidRequest("Invalid value for 'text.format': expected an object.", param="text.format")
+    if raw.get("type") == "json_schema":
+        spec = {k: v for k, v in raw.items() if k != "type"}
+        return json_format(
+            _validated(ResponseFormat, {"type": "json_schema", "json_schema": spec}, "text.format"), "text.format"
+        )
+    return json_format(_validated(ResponseFormat, raw, "text.format"), "text.format")
+
+
+def generation(
+    messages: tuple[ChatMessage, ...], body: Any, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
+) -> GenerationRequest:
+    """A chat generation of ``messages`` with the body's sampling fields."""
+    include = getattr(body, "include", None) or []
+    wants = LOGPROBS_INCLUDE in include
+    max_tokens = getattr(body, "max_output_tokens", None)
+    sampling = params.sampling(
+        body,
+        profile,
+        ctx.vocab_size,
+        max_tokens=max_tokens if max_tokens is not None else profile.default_max_tokens["chat"],
+        logprobs=(body.top_logprobs or 0) if wants else None,
+    )
+    gen = GenerationRequest(
+        endpoint="chat",
+        model=body.model,
+        prompts=(Prompt(messages=messages),),
+        n=1,
+        sampling=sampling,
+        seed=seed,
+        context_window=ctx.context_window(body.model, profile),
+        canonical=canonical,
+        stream=bool(getattr(body, "stream", False)),
+    )
+    if not isinstance(body, ResponsesRequest):
+        return gen
+    offered = tools(body)
+    mode, name = _choice(body, offered)
+    return replace(
+        gen,
+        tools=offered,
+        tool_choice=mode,
+        tool_name=name,
+        parallel_tool_calls=body.parallel_tool_calls is not False,
+        max_tool_calls=body.max_tool_calls,
+        response_format=text_format(body),
+        think=reasoning.think_budget(
+            body.model, (body.reasoning or {}).get("effort"), ctx.settings.reasoning_models, "reasoning.effort"
+        ),
+    )

@@ -1,0 +1,1 @@
+"""The pytest plugin (``plugin``), the test's handle on its server (``handle``), and the servers it runs."""
