@@ -8,6 +8,7 @@ says nothing of the traceback (the log keeps it).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -15,29 +16,35 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from mockserver import __version__
 from mockserver.answers.script import Script
-from mockserver.backends import load_backend
+from mockserver.backends import ModelOptions, Parts, build_chain, chain_names
+from mockserver.cassettes.library import CassetteOptions, pace_of
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
-from mockserver.context import Chaos, ServerContext
-from mockserver.errors import APIError, AuthenticationError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
+from mockserver.context import Admin, Chaos, ServerContext
+from mockserver.errors import APIError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
 from mockserver.faults.catalogue import parse as parse_faults
 from mockserver.faults.injector import FaultInjector
 from mockserver.faults.journal import Journal
 from mockserver.faults.latency import Timeline
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
-from mockserver.http.metrics import CountingEngine, Metrics, MetricsLayer
+from mockserver.gpt.tokenizer import ASSETS
+from mockserver.http.auth import BearerAuth
+from mockserver.http.metrics import Metrics, MetricsLayer
 from mockserver.http.prefix import ProfilePrefix
 from mockserver.http.sse import dumps
-from mockserver.profiles import PROFILES, profile_named
+from mockserver.media.vectors import MAX_INPUT_TOKENS
+from mockserver.profiles import PROFILES, Models, profile_named
 from mockserver.responses.lifecycle import Lifecycle
 from mockserver.responses.store import open_store
-from mockserver.routes import routes
+from mockserver.routes.codec import Options
+from mockserver.routes.table import routes
 from mockserver.spine.backend import Backend
+from mockserver.spine.engine import Engine
 
 __all__ = ["create_app"]
 
@@ -77,98 +84,115 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(problem, _style(request.scope))
 
 
-class BearerAuth:
-    """401 unless the bearer token is one of ``keys`` (an empty set accepts anything)."""
+def _vocab_size(model: Backend | None) -> int:
+    """The model's vocabulary, read from its shipped config (no torch), unless a backend says."""
+    given = getattr(model, "vocab_size", None)
+    if isinstance(given, int):
+        return given
+    config = json.loads((ASSETS / "config.json").read_text())
+    return int(config["vocab_size"])
 
-    def __init__(self, app: ASGIApp, keys: frozenset[str], ctx: ServerContext) -> None:
-        self.app = app
-        self.keys = keys
-        self.ctx = ctx
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.keys and scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            problem = self._problem(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
-            if problem is not None:
-                await error_response(problem, self.ctx.profile_of(scope).error_style)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    def _problem(self, header: str) -> AuthenticationError | None:
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return AuthenticationError(
-                "You didn't provide an API key. You need to provide your API key in an Authorization "
-                "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                code="missing_api_key",
-            )
-        token = token.strip()
-        if token not in self.keys:
-            shown = token[:3] + "*" * 4 + token[-4:] if len(token) > 8 else "*" * 4
-            return AuthenticationError(f"Incorrect API key provided: {shown}.", code="invalid_api_key")
+def _cassettes(settings: Settings) -> CassetteOptions | None:
+    if not settings.cassettes:
         return None
+    key = settings.upstream_api_key
+    return CassetteOptions(
+        directory=settings.cassettes,
+        record_mode=settings.record_mode,
+        cassette=settings.cassette,
+        upstream=settings.upstream,
+        upstream_key=key.get_secret_value() if key is not None else None,
+        pace=pace_of(settings.replay_timing),
+        ignore=tuple(settings.match_ignore),
+    )
 
 
 def create_app(
     settings: Settings | None = None, *, clock: Clock | None = None, backend: Backend | None = None
 ) -> Starlette:
-    """Build the app. ``clock`` and ``backend`` are injectable for tests."""
+    """Build the app from ``settings`` — the one place they are read. ``clock`` and ``backend``
+    (the model the chain's ``reference`` uses) are injectable, for tests."""
     settings = settings or Settings()
     if clock is None:
         clock = VirtualClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
-    chosen = backend if backend is not None else load_backend(settings)
+    names = chain_names(settings.backend, bool(settings.cassettes), settings.on_miss)
     chaos = Chaos(
         rules=RuleBook(defaults=parse_faults(settings.faults)),
         journal=Journal(settings.journal_size),
         limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
     )
-    metrics = Metrics(version=__version__, backend=settings.backend, profile=settings.profile)
+    metrics = Metrics(version=__version__, backend=",".join(names), profile=settings.profile)
     script = Script()
     if settings.rules:  # pinned: the file's rules outlive resets, like --faults
         script.load_file(settings.rules, pinned=True)
+    windows = settings.model_windows()
+    # Embedding inputs reach MAX_INPUT_TOKENS whatever the generation windows are.
+    longest = max([settings.context_window, MAX_INPUT_TOKENS, *windows.values()])
+    parts = Parts(
+        script=script,
+        replay_order=chaos.replay,
+        model_options=ModelOptions(settings.model_threads, longest),
+        cassettes=_cassettes(settings),
+        model=backend,
+    )
+    chain = build_chain(names, parts)
+    model = parts.reference() if "reference" in names else None
     ctx = ServerContext(
-        settings=settings,
-        engine=CountingEngine(metrics, chosen, Timeline.parse(settings.latency), settings.time_scale),
+        engine=Engine(chain, Timeline.parse(settings.latency), settings.time_scale, metrics.count_usage),
+        chain=chain,
         clock=clock,
         profile=profile_named(settings.profile),
         chaos=chaos,
-        vocab_size=getattr(chosen, "vocab_size", None),
         responses=Lifecycle(
             open_store(settings.store, clock, settings.store_size, settings.store_ttl),
             clock,
             settings.responses_queue_time,
             settings.responses_tokens_per_second,
         ),
+        options=Options(
+            strict=settings.strict,
+            vocab_size=_vocab_size(backend),
+            models=Models(windows, settings.context_window, settings.reject_unknown_models),
+            reasoning_models=tuple(settings.reasoning_models),
+        ),
+        seed=settings.seed,
         script=script,
+        admin=Admin(settings.admin_token, settings.admin_remote),
+        model=model,
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        warm_up = getattr(chosen, "warm_up", None)
+        warm_up = getattr(model, "warm_up", None)
         if warm_up is not None:
             warm_up()  # load the model in the background; /health answers meanwhile
         yield
-        if ctx.responses is not None:
-            await ctx.responses.close()  # background runs stop before the model they run on
-        close = getattr(chosen, "close", None)
+        await ctx.responses.close()  # background runs stop before the model they run on
+        for _, link in chain.links:
+            aclose = getattr(link, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        close = getattr(model, "close", None)
         if close is not None:
             close()
 
     app = Starlette(
-        routes=routes(),
+        routes=routes(recorded=bool(set(names) & {"replay", "record"})),
         exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _unexpected},
         lifespan=lifespan,
     )
     app.state.ctx = ctx
     app.state.metrics = metrics
-    if settings.cassettes:  # innermost: recordings answer in place of the routes
-        from mockserver.cassettes.layer import CassetteLayer  # httpx and vcrpy only when used
-
-        app.add_middleware(CassetteLayer, settings=settings, replay=chaos.replay)
     if settings.api_keys:
-        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), ctx=ctx)
+        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), answer=_answer)
     if settings.injector:
         app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
     # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….
     app.add_middleware(MetricsLayer, metrics=metrics, routes=app.routes)
     app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
     return app
+
+
+def _answer(problem: APIError, scope: Scope) -> Response:
+    return error_response(problem, _style(scope))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mockserver.answers.reasoning import DEFAULT_PATTERNS
@@ -56,7 +56,12 @@ class Settings(BaseSettings):
         default_factory=list, description="Accepted bearer tokens; empty accepts any (or none)."
     )
     seed: int = Field(0, description="Global seed mixed into every request that sends no seed.")
-    backend: str = Field("reference", description="Backend answering generations.")
+    backend: str = Field(
+        "",
+        description="The backends that answer, tried in order: script, replay, record, reference "
+        "(e.g. 'script,replay'). Default: script,reference; with --cassettes script,replay,record "
+        "(then reference with --on-miss reference).",
+    )
     model_threads: int = Field(2, ge=1, le=64, description="Threads running model compute.")
     frozen_time: float | None = Field(
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
@@ -90,6 +95,14 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PATTERNS),
         description="Model ids (shell patterns) that think before answering (docs/tools.md).",
     )
+
+    @model_validator(mode="after")
+    def _chain_runs(self) -> Settings:
+        from mockserver.backends import chain_names, check_names
+
+        # A ValueError in one line naming the backend and the choices.
+        check_names(chain_names(self.backend, bool(self.cassettes), self.on_miss), bool(self.cassettes))
+        return self
 
     @field_validator("profile")
     @classmethod

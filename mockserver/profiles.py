@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
-from mockserver.errors import ErrorStyle
+from mockserver.errors import ErrorStyle, NotFound
+from mockserver.spine.request import Endpoint
 
-__all__ = ["PROFILES", "Endpoint", "Profile", "profile_named"]
+__all__ = ["PROFILES", "Endpoint", "Models", "Profile", "model_not_found", "profile_named"]
 
-Endpoint = Literal["completions", "chat"]
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -292,3 +292,41 @@ def profile_named(name: str) -> Profile:
     if found is None:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}")
     return found
+
+
+def model_not_found(model: str) -> NotFound:
+    return NotFound(
+        f"The model `{model}` does not exist or you do not have access to it.",
+        param="model",
+        code="model_not_found",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Models:
+    """The model ids each profile lists and their context windows.
+
+    ``explicit`` (``--models``) replaces every profile's list; without it each lists its
+    provider's ids, at ``default_window``. An unlisted id is served at ``default_window``,
+    or is a 404 ``model_not_found`` when ``reject_unknown``.
+    """
+
+    explicit: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    default_window: int = 8192
+    reject_unknown: bool = False
+
+    def listed(self, profile: Profile) -> Mapping[str, int]:
+        """Listed model id → context window, as ``profile`` lists them."""
+        return self.explicit or dict.fromkeys(profile.models, self.default_window)
+
+    def context_window(self, model: str, profile: Profile) -> int:
+        """The model's context window; an unlisted model's is the default, unless rejected."""
+        if self.explicit:
+            window = self.explicit.get(model)
+            if window is not None:
+                return window
+        elif model in profile.models:
+            return self.default_window
+        if self.reject_unknown:
+            raise model_not_found(model)
+        return self.default_window

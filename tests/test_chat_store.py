@@ -45,7 +45,7 @@ class _Borrowed:
 def _sqlite_server(live: Live, path: Path) -> Any:
     assert live.app is not None
     settings = Settings(frozen_time=FROZEN, store=f"sqlite:{path}")
-    return serve_in_thread(create_app(settings, backend=_Borrowed(live.app.state.ctx.engine.backend)))
+    return serve_in_thread(create_app(settings, backend=_Borrowed(live.app.state.ctx.model)))
 
 
 @pytest.fixture(scope="module")
@@ -414,7 +414,7 @@ class _Broken(MemoryStore):
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 def test_a_failing_store_never_breaks_the_answer(live: Live, stream: bool) -> None:
     assert live.app is not None
-    app = create_app(Settings(frozen_time=FROZEN), backend=_Borrowed(live.app.state.ctx.engine.backend))
+    app = create_app(Settings(frozen_time=FROZEN), backend=_Borrowed(live.app.state.ctx.model))
     lifecycle = app.state.ctx.responses
     lifecycle.store = _Broken(lifecycle.clock)
     body = {**_ask("store-broken", "Still answered"), "max_tokens": 8}

@@ -22,7 +22,7 @@ def _quiet(backend: ReferenceBackend, timeout: float = 30.0) -> None:
 
 def test_disconnect_stops_generation(live: Live) -> None:
     assert live.app is not None
-    backend = live.app.state.ctx.engine.backend
+    backend = live.app.state.ctx.model
     assert isinstance(backend, ReferenceBackend)
     _quiet(backend)  # background runs of earlier tests must not count as this stream's steps
     before = backend.steps

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.http.metrics import Endpoints, Metrics
-from mockserver.routes import routes
+from mockserver.routes.table import routes
 from tests.live import Live
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -135,7 +135,7 @@ def test_a_prefixed_path_counts_under_its_endpoint_and_profile(live: Live) -> No
 def test_metrics_describe_the_server(live: Live) -> None:
     info = scrape(live)
     labels = next(dict(key[1]) for key in info if key[0] == "mockserver_info")
-    assert labels["backend"] == "reference" and labels["profile"] == "openai"
+    assert labels["backend"] == "script,reference" and labels["profile"] == "openai"  # the backend chain
     assert info[("mockserver_requests_in_flight", frozenset())] >= 0
 
 

@@ -140,7 +140,7 @@ def test_mirostat_drops_tokens_more_surprising_than_mu() -> None:
 def test_mirostat_keeps_the_observed_surprise_near_its_target(target: float) -> None:
     """Mirostat v2 on the reference model's real logits over 300 tokens: the running mean of
     the observed surprise (bits, in the truncated distribution) settles near τ."""
-    from mockserver.backends.reference.backend import Runtime
+    from mockserver.backends.reference.runtime import Runtime
 
     runtime = Runtime()
     model = runtime.model

@@ -41,7 +41,7 @@ def paced(live: Live) -> Iterator[Live]:
     """Background responses wait 1 s queued and make 1 token per second of server time."""
     assert live.app is not None
     settings = Settings(frozen_time=FROZEN, responses_queue_time=1, responses_tokens_per_second=1)
-    app = create_app(settings, backend=_Borrowed(live.app.state.ctx.engine.backend))
+    app = create_app(settings, backend=_Borrowed(live.app.state.ctx.model))
     with serve_in_thread(app) as server:
         yield server
 
@@ -193,7 +193,7 @@ def test_sqlite_store_is_shared_between_servers(live: Live, tmp_path: Path) -> N
     """Two servers (two stores over one file): created on one, finished, read and resumed on
     the other."""
     assert live.app is not None
-    backend = _Borrowed(live.app.state.ctx.engine.backend)
+    backend = _Borrowed(live.app.state.ctx.model)
     settings = Settings(frozen_time=FROZEN, store=f"sqlite:{tmp_path / 'shared.db'}")
     with (
         serve_in_thread(create_app(settings, backend=backend)) as one,

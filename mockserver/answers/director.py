@@ -1,13 +1,15 @@
 """The director: decides, before generation, the answers the model must not make up itself.
 
-Three things outrank sampling, in this order:
+Three things outrank sampling:
 
 1. a **scripted rule** that matches the request (:mod:`mockserver.answers.script`): its text, tool
-   calls or refusal;
-2. a **tool call**, when the tool policy (:mod:`mockserver.answers.tool_policy`) says the model calls one;
-3. **structured output**, when ``response_format`` asks for JSON.
+   calls or refusal — the ``script`` backend asks for it with :func:`scripted`;
+2. a **tool call**, when the tool policy (:mod:`mockserver.answers.tool_policy`) says the model
+   calls one, else
+3. **structured output**, when ``response_format`` asks for JSON — the model's own decisions,
+   which the reference backend takes with :func:`decide` before it generates.
 
-Whatever is decided becomes an :class:`~mockserver.spine.request` per choice, which the
+Whatever is decided becomes an :class:`~mockserver.spine.request.Answer` per choice, which the
 backend scores token by token instead of sampling (see :mod:`mockserver.backends.recital`),
 so logprobs, usage and streaming stay the model's own. Missing tool arguments are generated
 from the tool's JSON Schema, valid against it, with Faker seeded by (request seed, choice,
@@ -17,20 +19,13 @@ call): the same request gets the same arguments on every run.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
 
 from mockserver.answers.tool_policy import chosen_tools
 from mockserver.errors import InvalidRequest
 from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Tool
 from mockserver.spine.seeding import digest
 
-__all__ = ["Scripted", "call_id", "direct"]
-
-
-class Scripted(Protocol):
-    """What the director needs from the scripted-answer rules."""
-
-    def answer(self, request: GenerationRequest, surface: str, session: str | None) -> Answer | None: ...
+__all__ = ["call_id", "decide", "scripted"]
 
 
 _JSON_FAULTS = frozenset({"content.off_schema", "content.bad_arguments"})
@@ -101,25 +96,25 @@ def _faulty(request: GenerationRequest, answer: Answer, faults: frozenset[str]) 
     return replace(answer, text=text, tool_calls=tuple(calls))
 
 
-def direct(
-    request: GenerationRequest,
-    script: Scripted | None = None,
-    surface: str = "chat",
-    session: str | None = None,
-    faults: frozenset[str] = frozenset(),
-) -> GenerationRequest:
-    """``request`` with ``answers`` decided (unchanged when every choice is sampled).
-    ``faults`` are the names of the request's faults: the ``content.*`` ones that break
-    JSON act here, before the answer is scored."""
-    scripted = script.answer(request, surface, session) if script is not None else None
+def scripted(request: GenerationRequest, answer: Answer) -> GenerationRequest:
+    """``request`` answered by a scripted rule: every choice gets ``answer``, its tool calls'
+    missing arguments and ids filled in."""
+    count = len(request.prompts) * request.n
+    return _decided(request, [_filled(request, answer, index) for index in range(count)])
+
+
+def decide(request: GenerationRequest) -> GenerationRequest:
+    """The model's own decisions: a tool call when the tool policy says so, else structured
+    JSON when ``response_format`` asks for it. ``request`` comes back unchanged when its
+    answers are decided already, or when every choice is to be sampled."""
+    if request.answers:
+        return request
     answers: list[Answer | None] = []
     for p, prompt in enumerate(request.prompts):
-        tools = chosen_tools(request, prompt) if scripted is None else []
+        tools = chosen_tools(request, prompt)
         for j in range(request.n):
             index = p * request.n + j
-            if scripted is not None:
-                answers.append(_filled(request, scripted, index))
-            elif tools:
+            if tools:
                 calls = tuple(
                     ForcedCall(tool.name, _arguments(request, tool, index, k), call_id(request, index, k))
                     for k, tool in enumerate(tools)
@@ -131,6 +126,12 @@ def direct(
                 answers.append(None)
     if all(a is None for a in answers):
         return request
+    return _decided(request, answers)
+
+
+def _decided(request: GenerationRequest, answers: list[Answer | None]) -> GenerationRequest:
+    """``answers`` set, broken first by the request's JSON-breaking content faults."""
+    faults = request.content_faults
     if faults & _JSON_FAULTS:
         answers = [None if a is None else _faulty(request, a, faults) for a in answers]
     return replace(request, answers=tuple(answers), best_of=None)

@@ -3,7 +3,7 @@
 A rule matches on the request — its surface (``chat``, ``completions``, ``responses``), the
 model, a regular expression searched in the last user message (in the prompt, for
 completions), whether tools are offered, the nth matching call — and carries an
-:class:`~mockserver.spine.request`: text, tool calls or a refusal, or a ``sequence`` of
+:class:`~mockserver.spine.request.Answer`: text, tool calls or a refusal, or a ``sequence`` of
 them handed out one per answered call. The first rule that applies decides; the model still
 scores the answer downstream, so logprobs, usage and streaming stay its own.
 
@@ -107,6 +107,11 @@ class Script:
             return self.extend(doc, source=name, pinned=pinned)
         except RuleError as exc:
             raise RuleError(f"{name}: {exc}", exc.field) from None
+
+    @property
+    def empty(self) -> bool:
+        """No rule at all (read without the lock: a hint that lets a request skip matching)."""
+        return not self._rules
 
     def remove(self, rule_id: int) -> bool:
         with self._lock:

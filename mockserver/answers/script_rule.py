@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mockserver.errors import InvalidRequest
-from mockserver.spine.request import Answer, ForcedCall
+from mockserver.spine.request import Answer, ForcedCall, Surface
 
 __all__ = ["RuleError", "ScriptExhausted", "ScriptRule", "Surface", "Then"]
 
-Surface = Literal["chat", "completions", "responses"]
 Then = Literal["repeat_last", "error"]
 
 _SURFACES = ("chat", "completions", "responses")

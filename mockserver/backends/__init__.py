@@ -1,29 +1,109 @@
-"""Backends by name, imported lazily: torch loads only if the reference backend is chosen.
+"""Backends by name, imported lazily, and the chain ``--backend`` lists.
 
-Each entry is an import string of a factory ``(Settings) -> Backend``.
+Each entry of :data:`BACKENDS` is the import string of a factory ``(Parts) -> Backend``: torch
+is imported only where a request reaches the reference model (or a scripted answer asks the
+model for logprobs), vcrpy and httpx only where cassettes are used.
+
+The chain a server runs (:func:`chain_names`): ``--backend`` when given; otherwise ``script``,
+then — with ``--cassettes`` — ``replay,record``, then ``reference`` unless a cassette miss is to be
+an error (``--on-miss error``, the default with cassettes).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mockserver.spine.backend import Chain
+
 if TYPE_CHECKING:
-    from mockserver.config import Settings
+    from mockserver.answers.script import Script
+    from mockserver.cassettes.library import CassetteOptions, Library
+    from mockserver.cassettes.order import ReplayOrder
     from mockserver.spine.backend import Backend
 
-__all__ = ["BACKENDS", "load_backend"]
+__all__ = ["BACKENDS", "ModelOptions", "Parts", "build_chain", "chain_names", "check_names"]
 
 BACKENDS: dict[str, str] = {
-    "reference": "mockserver.backends.reference.backend:from_settings",
+    "script": "mockserver.backends.script:from_parts",
+    "replay": "mockserver.backends.replay:from_parts",
+    "record": "mockserver.backends.record:from_parts",
+    "reference": "mockserver.backends.reference.backend:from_parts",
 }
+NEEDS_CASSETTES = frozenset({"replay", "record"})
 
 
-def load_backend(settings: Settings) -> Backend:
-    """Build the backend ``settings.backend`` names (ValueError for an unknown name)."""
-    target = BACKENDS.get(settings.backend)
-    if target is None:
-        raise ValueError(f"unknown backend {settings.backend!r}; choose from {sorted(BACKENDS)}")
-    module, _, factory = target.partition(":")
-    backend: Backend = getattr(importlib.import_module(module), factory)(settings)
-    return backend
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """What the reference model is built with."""
+
+    threads: int = 2
+    max_positions: int = 8192  # the longest sequence it must read (rotary table size)
+
+
+@dataclass
+class Parts:
+    """What the backends of a chain are built from: explicit values, never the settings.
+
+    :meth:`reference` is the one reference backend of an app, made on first use: the chain's
+    ``reference`` and the scorer of scripted answers asking for logprobs share it. ``model``
+    injects one ready-made (the pytest plugin shares a model between apps; tests inject fakes).
+    """
+
+    script: Script
+    replay_order: ReplayOrder
+    model_options: ModelOptions = field(default_factory=ModelOptions)
+    cassettes: CassetteOptions | None = None
+    model: Backend | None = None
+    _library: Library | None = None
+
+    def library(self) -> Library:
+        """The cassette directory, loaded once for replay and record together."""
+        if self._library is None:
+            from mockserver.cassettes.library import Library
+
+            if self.cassettes is None:
+                raise ValueError("replay and record need a cassette directory (--cassettes DIR)")
+            self._library = Library(self.cassettes)
+        return self._library
+
+    def reference(self) -> Backend:
+        if self.model is None:
+            from mockserver.backends.reference.backend import ReferenceBackend
+
+            self.model = ReferenceBackend(self.model_options.threads, max_positions=self.model_options.max_positions)
+        return self.model
+
+
+def chain_names(backend: str, cassettes: bool, on_miss: str) -> tuple[str, ...]:
+    """The chain to run: ``backend`` (comma-separated) when given, else the default."""
+    if backend.strip():
+        return tuple(name.strip() for name in backend.split(",") if name.strip())
+    if not cassettes:
+        return ("script", "reference")
+    return ("script", "replay", "record") + (("reference",) if on_miss == "reference" else ())
+
+
+def check_names(names: tuple[str, ...], cassettes: bool) -> None:
+    """ValueError, in one line, for a chain that cannot run."""
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise ValueError(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}" if unknown else "empty")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"backend {repeated[0]!r} is listed twice")
+    needing = [n for n in names if n in NEEDS_CASSETTES]
+    if needing and not cassettes:
+        raise ValueError(f"backend {needing[0]!r} needs a cassette directory (--cassettes DIR)")
+
+
+def build_chain(names: tuple[str, ...], parts: Parts) -> Chain:
+    """The chain of backends ``names``, each built by its registered factory."""
+    links = []
+    for name in names:
+        module, _, factory = BACKENDS[name].partition(":")
+        make: Callable[[Parts], Backend] = getattr(importlib.import_module(module), factory)
+        links.append((name, make(parts)))
+    return Chain(links)

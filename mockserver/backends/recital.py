@@ -1,4 +1,4 @@
-"""Teacher forcing: a decided :class:`~mockserver.spine.request` played out token by token.
+"""Teacher forcing: a decided :class:`~mockserver.spine.request.Answer` played out token by token.
 
 A scripted reply, a tool call or a structured-output object is not sampled: its text is
 tokenized, fed through the model to score every token (the backend does that part), and then
@@ -8,7 +8,7 @@ by argument fragments. The caller counts produced tokens against ``max_tokens``,
 answer is cut with ``finish_reason: "length"`` like any other.
 
 Nothing here touches torch: the backend hands in a ``make`` callback that builds each
-:class:`~mockserver.spine.events` with the scores it computed.
+:class:`~mockserver.spine.events.Token` with the scores it computed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from mockserver.spine.events import ChoiceEvent, FinishReason, Refusal, TextDelta, Token, ToolCallDelta
+from mockserver.spine.events import ChoiceEvent, Finished, FinishReason, Refusal, TextDelta, Token, ToolCallDelta
 from mockserver.spine.request import Answer
 from mockserver.spine.stopping import TextAssembler
 
@@ -108,6 +108,18 @@ class Recital:
             if text:
                 events.append(ToolCallDelta(self.index, piece.call, arguments=text))
         return events, (self.reason if self.done else None), None
+
+    def step(self, budget: int, make: TokenMaker) -> tuple[list[ChoiceEvent], bool]:
+        """Release the next token, within ``budget`` tokens: its events, then the choice's
+        :class:`~mockserver.spine.events.Finished` when the answer ends (played out, cut by a
+        stop string, or by the budget); and whether it ended."""
+        released, reason, matched = self.advance(make)
+        if reason is None and self.produced >= budget:
+            released.extend(self.cut())
+            reason = "length"
+        if reason is not None:
+            released.append(Finished(self.index, reason, matched))
+        return released, reason is not None
 
     def cut(self) -> list[ChoiceEvent]:
         """The budget ran out mid-answer: release what is held (``finish_reason: length``)."""

@@ -1,16 +1,15 @@
 """The fault injector: ASGI middleware in front of every provider path (``/v1/…``).
 
 For each request it, in order: journals the request (before any delay), decides its faults
-(the ``x-mockserver-fault`` header, ``--faults``, matching rules; probabilities drawn from
-the request's seeded generator), charges the rate limiter, then either answers with an HTTP
-or transport fault itself, or runs the app with stream faults wrapped around ``send`` and
-the content/latency faults handed to the engine through the scope. Every answer echoes the
-faults applied in ``x-mockserver-faults``.
+(the ``x-mockserver-fault`` header, ``--faults``, matching rules; probabilities drawn from a
+generator seeded by the request's canonical body, so key order and ``stream`` change nothing),
+charges the rate limiter, then either answers with an HTTP or transport fault itself, or runs
+the app with the plan in the scope (:mod:`mockserver.faults.plan`): the generation handler
+applies content, latency and stream faults to the answer's events and frames, whichever
+backend answers. Every answer echoes the faults *applied* in ``x-mockserver-faults``.
 
-Transport faults need the connection itself, which ASGI does not expose: uvicorn's ``send``
-is a bound method of its protocol cycle, and :func:`find_transport` finds the transport behind
-it (through Starlette's wrapper closures). Under another server they degrade to closing the
-response early.
+Transport faults need the connection itself, which ASGI does not expose; :mod:`mockserver.http.link`
+finds it behind uvicorn's ``send``. Under another server they degrade to closing the response early.
 """
 
 from __future__ import annotations
@@ -23,116 +22,23 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mockserver.context import ServerContext
-from mockserver.errors import APIError, ContextLengthExceeded, ErrorStyle, InvalidRequest
+from mockserver.errors import APIError, ErrorStyle, InvalidRequest
 from mockserver.faults import catalogue
 from mockserver.faults.catalogue import Fault, FaultError
+from mockserver.faults.http import StatusError, http_error, retry_headers
 from mockserver.faults.journal import Entry
+from mockserver.faults.plan import APPLIED_KEY, PLAN_KEY, note
 from mockserver.faults.ratelimit import estimate_tokens
 from mockserver.faults.rules import RequestInfo
-from mockserver.faults.stream import StreamEnded, StreamFaults, reset
+from mockserver.http import headers as h
+from mockserver.http.body import BODY_KEY, buffered, parse_lenient, send_bytes
+from mockserver.http.link import find_transport, reset
+from mockserver.http.sse import TALLY_KEY
+from mockserver.spine.seeding import canonical
 
-__all__ = ["BODY_KEY", "PLAN_KEY", "FaultInjector", "buffered", "find_transport", "parse_body", "send_raw"]
+__all__ = ["FaultInjector"]
 
-PLAN_KEY = "mockserver.faults.catalogue"  # the faults decided for this request
-BODY_KEY = "mockserver.body"  # the parsed JSON body, so the handler does not parse it twice
-FAULT_HEADER = b"x-mockserver-fault"
-SESSION_HEADER = b"x-mockserver-session"
-RETRY_HEADER = b"x-stainless-retry-count"
-_WANTED = frozenset({FAULT_HEADER, SESSION_HEADER, RETRY_HEADER, b"authorization"})
-
-
-class _Status(APIError):
-    """An HTTP fault with a status of its own."""
-
-    def __init__(self, status: int, kind: str, message: str, code: str | None = None, **kw: Any) -> None:
-        super().__init__(message, code=code, **kw)
-        self.status = status
-        self.type = kind
-
-
-# OpenAI's words for each status: (status, type, code, message); {model} and {wait} are filled in.
-_HTTP: dict[str, tuple[int, str, str | None, str]] = {
-    "http.401": (
-        401,
-        "invalid_request_error",
-        "invalid_api_key",
-        "Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys.",
-    ),
-    "http.403": (
-        403,
-        "request_forbidden",
-        "unsupported_country_region_territory",
-        "Country, region, or territory not supported",
-    ),
-    "http.404": (
-        404,
-        "invalid_request_error",
-        "model_not_found",
-        "The model `{model}` does not exist or you do not have access to it.",
-    ),
-    "http.408": (408, "timeout", None, "Request timed out."),
-    "http.409": (409, "conflict", None, "The request conflicts with the current state of the server."),
-    "http.429": (
-        429,
-        "requests",
-        "rate_limit_exceeded",
-        "Rate limit reached for {model} on requests per min (RPM): Limit 3, Used 3, Requested 1. "
-        "Please try again in {wait}s.",
-    ),
-    "http.quota": (
-        429,
-        "insufficient_quota",
-        "insufficient_quota",
-        "You exceeded your current quota, please check your plan and billing details.",
-    ),
-    "http.500": (500, "server_error", None, "The server had an error while processing your request. Sorry about that!"),
-    "http.503": (503, "server_error", None, "The engine is currently overloaded, please try again later."),
-    "http.504": (504, "server_error", None, "Gateway timeout."),
-}
-_BAD_GATEWAY = (
-    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
-    b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n"
-)
-
-
-def http_error(fault: Fault, model: str | None) -> APIError | tuple[int, bytes, str]:
-    """The error an ``http.*`` fault answers with: OpenAI's exact words, or raw HTML for a 502."""
-    if fault.name == "http.400":
-        return ContextLengthExceeded(8192, 8200, 16, "messages")
-    if fault.name == "http.502":
-        return 502, _BAD_GATEWAY, "text/html"
-    status, kind, code, text = _HTTP[fault.name]
-    wait = fault.params.get("retry_after", 0.0)
-    headers = _retry_headers(wait) if status in (429, 503) and (wait or status == 429) else {}
-    if fault.name == "http.429":
-        headers |= {
-            "x-ratelimit-limit-requests": "3",
-            "x-ratelimit-remaining-requests": "0",
-            "x-ratelimit-reset-requests": f"{wait:g}s",
-        }
-    return _Status(status, kind, text.format(model=model or "the model", wait=f"{wait:g}"), code, headers=headers)
-
-
-def _retry_headers(seconds: float) -> dict[str, str]:
-    return {"retry-after": f"{seconds:g}", "retry-after-ms": str(int(seconds * 1000))}
-
-
-def find_transport(send: Any, depth: int = 4) -> Any:
-    """The asyncio transport behind uvicorn's ``send`` (None if it cannot be found)."""
-    owner = getattr(send, "__self__", None)
-    found = getattr(owner, "transport", None)
-    if found is not None or depth == 0:
-        return found
-    for cell in getattr(send, "__closure__", None) or ():
-        try:
-            inner = cell.cell_contents
-        except ValueError:
-            continue
-        if callable(inner):
-            found = find_transport(inner, depth - 1)
-            if found is not None:
-                return found
-    return None
+_WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, b"authorization"})
 
 
 class FaultInjector:
@@ -152,10 +58,10 @@ class FaultInjector:
         for key, value in scope["headers"]:  # one pass; a dict of every header costs more
             if key in _WANTED:
                 wanted[key] = value
-        body = parse_body(raw)
+        body = parse_lenient(raw)
         fields = body if isinstance(body, dict) else {}
-        session = wanted.get(SESSION_HEADER, b"").decode("latin-1") or None
-        retry_attempt = _int(wanted.get(RETRY_HEADER))
+        session = wanted.get(h.SESSION, b"").decode("latin-1") or None
+        retry_attempt = _int(wanted.get(h.RETRY_COUNT))
         stream = fields.get("stream") is True
         entry = chaos.journal.open(
             time=time.time(),
@@ -165,11 +71,14 @@ class FaultInjector:
             retry_attempt=retry_attempt,
             body=body,
         )
+        applied: list[Fault] = []
         scope[BODY_KEY] = (raw, body)
-        recorder = _Recorder(send, entry, stream)
+        scope[TALLY_KEY] = entry
+        scope[APPLIED_KEY] = applied
+        recorder = _Recorder(send, entry, applied)
         try:
             try:
-                asked = catalogue.parse(wanted.get(FAULT_HEADER, b"").decode("latin-1"))
+                asked = catalogue.parse(wanted.get(h.FAULT, b"").decode("latin-1"))
             except FaultError as exc:
                 await _answer(recorder, InvalidRequest(str(exc), param="x-mockserver-fault"), self._style(scope))
                 return
@@ -185,20 +94,19 @@ class FaultInjector:
                     session=session,
                     retry_attempt=retry_attempt,
                 )
-                rng = catalogue.request_rng(self.ctx.settings.seed, info.method, info.path, raw, session, retry_attempt)
+                # The canonical body: the same request decides the same, whatever its key order.
+                same = canonical(fields) if isinstance(body, dict) else raw
+                rng = catalogue.request_rng(self.ctx.seed, info.method, info.path, same, session, retry_attempt)
                 plan = chaos.rules.decide(info, asked, rng)
-                entry.faults = [f.render() for f in plan]
-                if plan:
-                    recorder.extra.append((b"x-mockserver-faults", "; ".join(entry.faults).encode()))
             if chaos.limiter.active and not await self._charge(wanted, model, body, recorder, scope):
                 return
+            scope[PLAN_KEY] = plan
             if plan:
                 await self._apply(plan, scope, receive, recorder, model)
             else:
                 await self.app(scope, receive, recorder)
-        except StreamEnded as ended:
-            entry.ended = ended.how  # type: ignore[assignment]
         finally:
+            entry.faults = [f.render() for f in applied]
             self._close(entry, started, stream)
 
     def _style(self, scope: Scope) -> ErrorStyle:
@@ -214,13 +122,13 @@ class FaultInjector:
         if decision.allowed:
             return True
         wait = max(decision.retry_after, 0.001)
-        error = _Status(
+        error = StatusError(
             429,
             decision.exhausted,
             f"Rate limit reached for {model or 'the model'} on {decision.exhausted} per min. "
             f"Please try again in {wait:.3g}s.",
             "rate_limit_exceeded",
-            headers=_retry_headers(round(wait, 3)),
+            headers=retry_headers(round(wait, 3)),
         )
         await _answer(send, error, self._style(scope))
         return False
@@ -233,32 +141,22 @@ class FaultInjector:
             if fault.name != "http.should_retry":
                 by_kind.setdefault(fault.kind, fault)
         if "http" in by_kind:
-            answer = http_error(by_kind["http"], model)
             retry = next((f for f in plan if f.name == "http.should_retry"), None)
+            note(scope, [by_kind["http"], *([retry] if retry is not None else [])])
+            answer = http_error(by_kind["http"], model)
             extra = {"x-should-retry": "true" if retry["value"] else "false"} if retry is not None else {}
             if isinstance(answer, APIError):
                 answer.headers = {**answer.headers, **extra}
                 await _answer(send, answer, self._style(scope))
             else:
                 status, html, media = answer
-                await send_raw(send, status, html, media, extra)
+                await send_bytes(send, status, html, media, extra)
             return
-        scope[PLAN_KEY] = plan
-        stream = tuple(f for f in plan if f.kind == "stream")
-        if "transport" not in by_kind and not stream:
-            await self.app(scope, receive, send)
-            return
-        transport = find_transport(send.inner)
         if "transport" in by_kind:
-            await self._transport_fault(by_kind["transport"], transport, receive, send)
+            note(scope, [by_kind["transport"]])
+            await self._transport_fault(by_kind["transport"], find_transport(send.inner), receive, send)
             return
-        closed = (lambda: transport.is_closing()) if transport is not None else (lambda: False)
-        breaker = StreamFaults(send, stream, transport, closed)
-        try:
-            await self.app(scope, receive, breaker)
-        finally:
-            if breaker.stalling and send.entry.ended == "pending":
-                send.entry.ended = "stall"  # the client gave up during a stall
+        await self.app(scope, receive, send)
 
     async def _transport_fault(self, fault: Fault, transport: Any, receive: Receive, send: _Recorder) -> None:
         entry = send.entry
@@ -291,37 +189,6 @@ class FaultInjector:
             entry.ended = "client_disconnect" if stream and entry.status == 200 else "error"
 
 
-async def buffered(receive: Receive) -> tuple[bytes, Receive]:
-    """The whole request body, and a ``receive`` that replays it, then passes through."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    raw = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        return await receive()
-
-    return raw, replay
-
-
-def parse_body(raw: bytes) -> Any:
-    """The JSON body, or None when there is none or it does not parse (the handler says why)."""
-    try:
-        return json.loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-
-
 def _int(value: bytes | None) -> int:
     try:
         return int(value or b"0")
@@ -330,44 +197,34 @@ def _int(value: bytes | None) -> int:
 
 
 class _Recorder:
-    """``send`` that journals what goes out and adds the injector's headers."""
+    """``send`` that journals what goes out and adds the injector's headers (the faults
+    applied, known by the time the answer starts)."""
 
-    def __init__(self, send: Send, entry: Entry, streaming: bool) -> None:
+    def __init__(self, send: Send, entry: Entry, applied: list[Fault]) -> None:
         self.inner = send
         self.entry = entry
-        self.streaming = streaming
+        self.applied = applied
         self.extra: list[tuple[bytes, bytes]] = []
-
-    _tail = b""  # the end of the last body message: an event marker may straddle two writes
-
-    def _count(self, body: bytes) -> bool:
-        """Count the events in ``body``; True when the stream's terminator has just arrived."""
-        window = self._tail + body
-        self.entry.events += window.count(b"data: ") - window.count(b"data: [DONE]")
-        self.entry.events -= self._tail.count(b"data: ") - self._tail.count(b"data: [DONE]")
-        self._tail = window[-16:]
-        return window.endswith(b"data: [DONE]\n\n")
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.entry.status = message["status"]
             headers = message.get("headers", [])
-            if self.extra:
-                headers = [*headers, *self.extra]
+            extra = self.extra
+            if self.applied:
+                extra = [*extra, (h.FAULTS, "; ".join(f.render() for f in self.applied).encode())]
+            if extra:
+                headers = [*headers, *extra]
+                message = {**message, "headers": headers}
             for key, value in headers:
-                if key == b"x-mockserver-seed":
+                if key == h.SEED:
                     self.entry.seed = int(value)
                 elif key == b"retry-after":
                     self.entry.retry_after = float(value)
-            if self.extra:
-                message = {**message, "headers": headers}
         elif message["type"] == "http.response.body":
-            body = message.get("body", b"")
-            self.entry.bytes += len(body)
-            if body and self._count(body):
-                self.entry.ended = "done"
-            elif not message.get("more_body", False) and self.entry.ended == "pending":
-                self.entry.ended = "eof" if self.streaming else "done"
+            self.entry.bytes += len(message.get("body", b""))
+            if not message.get("more_body", False) and self.entry.ended == "pending":
+                self.entry.ended = "done"  # a stream's writer says how it ended before this
         try:
             await self.inner(message)
         except OSError:
@@ -377,11 +234,4 @@ class _Recorder:
 
 async def _answer(send: _Recorder, error: APIError, style: Any) -> None:
     body = json.dumps(error.body(style), separators=(",", ":")).encode()
-    await send_raw(send, error.status, body, "application/json", error.headers)
-
-
-async def send_raw(send: Send, status: int, body: bytes, media: str, headers: dict[str, str]) -> None:
-    head = [(b"content-type", media.encode()), (b"content-length", str(len(body)).encode())]
-    head += [(k.encode(), v.encode()) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send_bytes(send, error.status, body, "application/json", error.headers)

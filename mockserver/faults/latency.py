@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mockserver.faults.catalogue import Fault
-from mockserver.spine.events import Event, Started, TextDelta
+from mockserver.spine.events import Event, RecordedFrame, RecordedHead, Started, TextDelta
 
 __all__ = ["Distribution", "Timeline", "paced"]
 
@@ -120,7 +120,10 @@ class Timeline:
 
     @property
     def idle(self) -> bool:
-        return self.queue is None and self.ttft is None and self.itl is None and not self.per_prompt_token
+        stalls = bool(self.stall_p) and self.stall is not None
+        return (
+            self.queue is None and self.ttft is None and self.itl is None and not self.per_prompt_token and not stalls
+        )
 
 
 async def paced(
@@ -165,7 +168,8 @@ async def _schedule(
     async for event in events:
         if isinstance(event, Started):
             prompt_tokens = max(prompt_tokens, event.prompt_tokens)
-        if isinstance(event, TextDelta) and not event.echo:
+        # A token: the model's text, or a frame of a recording (replayed or proxied).
+        if (isinstance(event, TextDelta) and not event.echo) or isinstance(event, RecordedFrame):
             if first:
                 owed += draw(timeline.ttft) + timeline.per_prompt_token * prompt_tokens / 1000.0 * scale
                 first = False
@@ -175,7 +179,7 @@ async def _schedule(
                     owed += draw(timeline.stall)
             texts += 1
         held.append(event)
-        if texts >= timeline.burst or not isinstance(event, TextDelta | Started):
+        if texts >= timeline.burst or not isinstance(event, TextDelta | Started | RecordedHead | RecordedFrame):
             await wait(owed)
             owed, texts = 0.0, 0
             for ready in held:

@@ -15,7 +15,7 @@ conversation to the very same token ids::
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from tokenizers import Tokenizer as _HFTokenizer
@@ -27,6 +27,9 @@ EOS = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 SPECIAL_TOKENS = (EOS, IM_START, IM_END)  # ids 0, 1, 2 in this order
+
+CACHED_TEXTS = 4096  # texts whose ids are remembered
+CACHED_LENGTH = 2048  # characters: longer texts are encoded every time
 
 # Roles as the template names them: OpenAI's "developer" is the newer name for "system".
 _ROLE_NAMES = {"developer": "system"}
@@ -87,6 +90,10 @@ class Tokenizer:
             names[index] = name  # specials have no bytes, but they do have a name
         self._bytes = tuple(table)
         self._names = tuple(names)
+        # Test suites send the same texts again and again (a scripted answer, a system prompt,
+        # an agent's growing history), and one HF encode costs ~50 µs: short texts are
+        # remembered, bounded in count and size.
+        self._remembered = lru_cache(maxsize=CACHED_TEXTS)(self._encode)
 
     @classmethod
     def from_file(cls, path: Path) -> Tokenizer:
@@ -101,8 +108,13 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; adds no special tokens of its own (:class:`NotUnicode` for a
         lone surrogate)."""
+        if len(text) <= CACHED_LENGTH:
+            return list(self._remembered(text))
+        return list(self._encode(text))
+
+    def _encode(self, text: str) -> tuple[int, ...]:
         try:
-            return list(self._hf.encode(text, add_special_tokens=False).ids)
+            return tuple(self._hf.encode(text, add_special_tokens=False).ids)
         except TypeError:  # what the Rust side raises for a str it cannot turn into UTF-8
             raise NotUnicode("it is not valid Unicode (a lone surrogate escape such as \\ud800)") from None
 

@@ -11,18 +11,18 @@ its profile known. ``/metrics`` is answered here and not counted (a scrape count
 only adds noise); ``/health`` is counted under its own endpoint. A request answered with no
 status line at all (a transport fault, a client gone first) has ``status="none"``.
 
-Tokens are counted where they are known without touching any handler: :class:`CountingEngine`
-watches the engine's event stream for its one :class:`~mockserver.spine.events` event,
+Tokens are counted where they are known without touching any handler: the engine hands each
+answer's one :class:`~mockserver.spine.events.Usage` event to :meth:`Metrics.count_usage`,
 and a context variable set by the layer says which endpoint and profile the generation runs
-for (background Responses runs inherit it when their task is spawned). Replayed cassettes
-produce no events, so they count no tokens.
+for (background Responses runs inherit it when their task is spawned). Recordings carry
+no usage event, so replays count no tokens.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from contextvars import ContextVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -30,15 +30,11 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mockserver.context import PROFILE_KEY
-from mockserver.faults.catalogue import CATALOGUE, Fault
-from mockserver.faults.injector import PLAN_KEY
-from mockserver.faults.latency import Timeline
-from mockserver.spine.backend import Backend
-from mockserver.spine.engine import Engine
-from mockserver.spine.events import Event, Usage
-from mockserver.spine.request import GenerationRequest
+from mockserver.faults.catalogue import CATALOGUE
+from mockserver.faults.plan import APPLIED_KEY
+from mockserver.spine.events import Usage
 
-__all__ = ["CountingEngine", "Endpoints", "Metrics", "MetricsLayer"]
+__all__ = ["Endpoints", "Metrics", "MetricsLayer"]
 
 OTHER = "other"
 # Methods are labelled as sent only if they are HTTP's own: a client inventing methods must not
@@ -203,8 +199,8 @@ class MetricsLayer:
             raise
         finally:
             _CURRENT.reset(token)
-            if not faulted and scope.get(PLAN_KEY):  # a transport fault sends no headers to read
-                m.count_faults(endpoint, "; ".join(f.name for f in scope[PLAN_KEY]).encode())
+            if not faulted and scope.get(APPLIED_KEY):  # a transport fault sends no headers to read
+                m.count_faults(endpoint, "; ".join(f.name for f in scope[APPLIED_KEY]).encode())
             if not counted:  # it raised, or sent no answer, or the client left mid-stream
                 count()
 
@@ -213,28 +209,3 @@ class MetricsLayer:
         headers = [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
-
-
-class CountingEngine(Engine):
-    """The engine, counting the tokens of every generation it runs (``primed`` and
-    ``complete`` both draw from :meth:`events`), labelled by the request it runs for."""
-
-    def __init__(
-        self, metrics: Metrics, backend: Backend, timeline: Timeline | None = None, time_scale: float = 1.0
-    ) -> None:
-        super().__init__(backend, timeline, time_scale)
-        self.metrics = metrics
-
-    def events(self, request: GenerationRequest, faults: tuple[Fault, ...] = ()) -> AsyncIterator[Event]:
-        return self._counted(super().events(request, faults))
-
-    async def _counted(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        try:
-            async for event in events:
-                if isinstance(event, Usage):
-                    self.metrics.count_usage(event)
-                yield event
-        finally:
-            aclose = getattr(events, "aclose", None)  # close the inner stream now, not at collection
-            if aclose is not None:
-                await aclose()

@@ -1,33 +1,47 @@
-"""Server-sent events: framing, the terminator, and errors once bytes have been sent.
+"""Server-sent events: frames written, the terminator, and errors once bytes have been sent.
 
-A stream is ``data: {json}\\n\\n`` frames then ``data: [DONE]\\n\\n``. Once the first frame
-is out the status line is gone, so a failure mid-stream is reported in-band with the same
-envelope as an HTTP error (``data: {"error": {...}}``) and the stream ends without
-``[DONE]`` — which is how OpenAI's SDK recognises it and raises ``APIError``.
+A stream is *frames*: objects we encode (``data: {json}``; the Responses API names each,
+``event: <type>`` first) or bytes a recording holds, sent as they are — then, for chat and
+completions, ``data: [DONE]``. Once the first frame is out the status line is gone, so a
+failure mid-stream is reported in-band, in the shape of the stream: the producer's own when
+it has one (a Responses run fails with an ``error`` event and ``response.failed``), else the
+profile's error envelope (``data: {"error": …}``, which is how OpenAI's SDK recognises it) or
+a Responses ``error`` event numbered after the last one sent; and the stream ends.
 
-When the client goes away Starlette stops iterating the body and the backend's next step is
-never requested; the body is then closed explicitly (Starlette leaves that to the garbage
-collector when ``send`` raised), so every ``finally`` below it runs at once.
+Stream faults (:class:`~mockserver.faults.stream.StreamFaults`) act here, on the frames before
+they are encoded, so they break every stream alike. ``stream.error_at`` is thrown *into* the
+producer, which answers it in its own shape. The journal learns from here how many events went
+out and how the stream ended.
+
+When the client goes away the body is closed at once (Starlette leaves that to the garbage
+collector when ``send`` raised), so every ``finally`` below it runs: a stored Responses stream
+is written ``cancelled``, a model's queued step is cancelled.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from mockserver.errors import APIError, ErrorStyle, InternalError
+from mockserver.faults.stream import StreamEnded, StreamFaults
+from mockserver.http.link import Link
 
-__all__ = ["DONE", "dumps", "event_sse_response", "frame", "named_frame", "sse_response"]
+__all__ = ["DONE", "TALLY_KEY", "Frame", "Framing", "InjectedError", "Tally", "dumps", "event_stream"]
 
 log = logging.getLogger("mockserver")
 
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+TALLY_KEY = "mockserver.tally"  # the request's journal entry, left in the ASGI scope by the edge
+
+Frame = dict[str, Any] | bytes  # an object we encode, or a recording's bytes sent as they are
 
 
 def dumps(obj: Any) -> bytes:
@@ -41,8 +55,127 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def frame(obj: Any) -> bytes:
-    return b"data: " + dumps(obj) + b"\n\n"
+class InjectedError(InternalError):
+    """The ``stream.error_at`` fault, thrown into a stream's producer."""
+
+    def __init__(self) -> None:
+        super().__init__("The server had an error while processing your request.")
+
+
+class Tally(Protocol):
+    """What the journal keeps of a stream (a :class:`~mockserver.faults.journal.Entry`)."""
+
+    events: int
+    ended: str
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How one family writes its stream: named events (Responses), a ``[DONE]`` terminator
+    (chat, completions), and the error style of the profile answering."""
+
+    named: bool = False
+    done: bool = True
+    style: ErrorStyle = "openai"
+
+    def encode(self, frame: Frame) -> bytes:
+        if isinstance(frame, bytes):
+            return frame
+        data = b"data: " + dumps(frame) + b"\n\n"
+        return b"event: " + str(frame["type"]).encode() + b"\n" + data if self.named else data
+
+    def error(self, exc: APIError, sequence: int) -> bytes:
+        """The in-band error of a stream that cannot go on."""
+        if self.named:
+            event = {"type": "error", "code": exc.code, "message": exc.message, "param": exc.param}
+            return self.encode({**event, "sequence_number": sequence})
+        return self.encode(exc.body(self.style))
+
+
+def _is_event(frame: Frame) -> bool:
+    if isinstance(frame, dict):
+        return True
+    return frame.startswith((b"data: ", b"event: ")) and not frame.startswith(DONE)
+
+
+class _Writer:
+    """The bytes of one stream (see the module docstring)."""
+
+    def __init__(self, frames: AsyncIterator[Frame], framing: Framing, faults: StreamFaults | None) -> None:
+        self.frames = frames
+        self.framing = framing
+        self.faults = faults
+        self.tally: Tally | None = None
+        self.events = 0
+        self.sequence = -1  # the last sequence_number sent (Responses)
+
+    def _end(self, how: str) -> None:
+        if self.tally is not None:
+            self.tally.ended = how
+
+    async def _next(self) -> Frame:
+        """The next frame; where ``stream.error_at`` falls, the producer's answer to the error."""
+        faults = self.faults
+        if faults is None or faults.error_at != self.events + 1:
+            return await anext(self.frames)
+        faults.error_at = None
+        if self.events == 0:  # a producer that has not started cannot answer: start it first
+            await anext(self.frames)
+        throw = getattr(self.frames, "athrow", None)
+        if throw is None:
+            raise InjectedError()
+        frame: Frame = await throw(InjectedError())
+        self._end("error")
+        return frame
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        faults, framing = self.faults, self.framing
+        try:
+            while True:
+                try:
+                    got = await self._next()
+                except StopAsyncIteration:
+                    break
+                frame = faults.rewrite(got) if faults is not None else got
+                if frame is None:
+                    continue
+                data = framing.encode(frame)
+                event = _is_event(frame)
+                if event:
+                    self.events += 1
+                    if self.tally is not None:
+                        self.tally.events = self.events
+                    if isinstance(frame, dict):
+                        self.sequence = frame.get("sequence_number", self.sequence)
+                    if faults is not None:
+                        data = faults.malformed(self.events, data)
+                for piece in faults.pieces(data) if faults is not None else (data,):
+                    yield piece
+                if event and faults is not None:
+                    async for comment in faults.after(self.events):
+                        yield comment
+            if framing.done:
+                for done in faults.terminators(DONE) if faults is not None else (DONE,):
+                    yield done
+                if faults is None or faults.terminators(DONE):
+                    self._end("done")
+                else:
+                    self._end("eof")
+            elif self.tally is None or self.tally.ended == "pending":
+                self._end("done")
+        except StreamEnded as ended:
+            self._end(ended.how)
+        except APIError as exc:
+            yield framing.error(exc, self.sequence + 1)
+            self._end("error")
+        except Exception:  # never a stack trace on the wire; the log keeps it
+            log.exception("stream failed after the first byte")
+            yield framing.error(
+                InternalError("The server had an error while processing your request."), self.sequence + 1
+            )
+            self._end("error")
+        finally:
+            await _aclose(self.frames)
 
 
 async def _aclose(iterator: object) -> None:
@@ -51,77 +184,34 @@ async def _aclose(iterator: object) -> None:
         await aclose()
 
 
-class _ClosingStreamingResponse(StreamingResponse):
-    """Closes its body however the response ends. Starlette stops iterating a body whose
-    ``send`` raised (a stream fault ended the response, or the client left during a stall) and
-    leaves it to the garbage collector: what the body's ``finally`` does — a stored Responses
-    stream written ``cancelled`` — would wait for a collection, however long that takes."""
+class _EventStream(StreamingResponse):
+    """An SSE response: binds its connection for stream faults, counts into the journal, and
+    closes its body however the response ends."""
+
+    def __init__(self, writer: _Writer, link: Link, headers: dict[str, str]) -> None:
+        self.writer = writer
+        self.link = link
+        super().__init__(writer.chunks(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.link.bind(send)
+        self.writer.tally = scope.get(TALLY_KEY)
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await _aclose(self.body_iterator)
+            body = self.body_iterator
+            await _aclose(body)
+            if self.writer.faults is not None and self.writer.faults.stalling and self.writer.tally is not None:
+                self.writer.tally.ended = "stall"  # the client gave up during a stall
 
 
-async def _guarded(frames: AsyncIterator[Iterable[Any]], style: ErrorStyle) -> AsyncIterator[bytes]:
-    try:
-        async for objects in frames:
-            chunk = b"".join(frame(o) for o in objects)
-            if chunk:
-                yield chunk
-        yield DONE
-    except APIError as exc:
-        yield frame(exc.body(style))
-    except Exception:  # never a stack trace on the wire; the log keeps it
-        log.exception("stream failed after the first byte")
-        yield frame(InternalError("The server had an error while processing your request.").body(style))
-    finally:  # closed early (see _ClosingStreamingResponse): so is what it streams
-        await _aclose(frames)
-
-
-def sse_response(
-    frames: AsyncIterator[Iterable[Any]], headers: dict[str, str] | None = None, style: ErrorStyle = "openai"
+def event_stream(
+    frames: AsyncGenerator[Frame, None] | AsyncIterator[Frame],
+    framing: Framing,
+    headers: dict[str, str] | None = None,
+    faults: StreamFaults | None = None,
+    link: Link | None = None,
 ) -> StreamingResponse:
-    """Stream JSON objects as SSE; ``frames`` yields a batch of objects per event; errors after
-    the first byte are sent in ``style``."""
-    return _ClosingStreamingResponse(
-        _guarded(frames, style), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
-    )
-
-
-def named_frame(obj: dict[str, Any]) -> bytes:
-    """A named event, as the Responses API sends them: ``event: <type>`` then its data."""
-    return b"event: " + str(obj["type"]).encode() + b"\n" + frame(obj)
-
-
-async def _guarded_events(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    last = -1
-    try:
-        async for obj in events:
-            last = obj.get("sequence_number", last)
-            yield named_frame(obj)
-    except APIError as exc:
-        yield named_frame(_error_event(exc, last + 1))
-    except Exception:  # never a stack trace on the wire; the log keeps it
-        log.exception("stream failed after the first byte")
-        yield named_frame(
-            _error_event(InternalError("The server had an error while processing your request."), last + 1)
-        )
-    finally:
-        await _aclose(events)
-
-
-def _error_event(exc: APIError, number: int) -> dict[str, Any]:
-    return {"type": "error", "code": exc.code, "message": exc.message, "param": exc.param, "sequence_number": number}
-
-
-def event_sse_response(
-    events: AsyncIterator[dict[str, Any]], headers: dict[str, str] | None = None
-) -> StreamingResponse:
-    """Stream named events (each a JSON object with a ``type``), with no ``[DONE]``: a
-    Responses stream ends with its closing event. Errors after the first byte become an
-    ``error`` event numbered after the last event sent."""
-    return _ClosingStreamingResponse(
-        _guarded_events(events), media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
-    )
+    """Stream ``frames`` as SSE, written as ``framing`` says, broken as ``faults`` say."""
+    writer = _Writer(frames, framing, faults)
+    return _EventStream(writer, link or Link(), headers or {})

@@ -22,24 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from mockserver.clock import Clock, VirtualClock
 from mockserver.errors import APIError, InvalidRequest, NotFound
+from mockserver.http.body import Json
 from mockserver.responses.store import Record, Store
 from mockserver.spine.events import Event, TextDelta
 
-__all__ = ["TERMINAL", "Job", "Lifecycle", "Narrator", "Status", "legal", "wait_until"]
+__all__ = ["TERMINAL", "Lifecycle", "Narrator", "Run", "Status", "legal", "wait_until"]
 
 log = logging.getLogger("mockserver")
 
 Status = Literal["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
-Json = dict[str, Any]
 
 _MOVES: Mapping[str, frozenset[str]] = MappingProxyType(
     {
@@ -102,7 +101,7 @@ class Narrator(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
+class Run:
     """One run: the stored record's id, its narrator, and how to start the engine's events
     (errors raised there fail the run)."""
 
@@ -143,34 +142,46 @@ class Lifecycle:
 
     # ---- running ------------------------------------------------------------------------
 
-    async def run(self, job: Job) -> AsyncIterator[Json]:
+    async def run(self, job: Run) -> AsyncIterator[Json]:
         """The run's numbered stream events, each stored before it is yielded.
 
         A stored foreground stream whose client goes away before its end is stopped, and its
         record is written ``cancelled`` with the output so far — not left ``in_progress``
         for ever. (The write runs as its own task: the closing generator may be cancelled.)
+        An error thrown in while it streams (the ``stream.error_at`` fault) fails the run, in
+        its own shape: an ``error`` event, then ``response.failed``.
         """
         ended = False
+        inner = self._run(job)
         try:
-            async for event in self._run(job):
-                yield event
+            event = await anext(inner)
+            while True:
+                try:
+                    yield event
+                except Exception as exc:  # thrown in by whoever streams it: the run answers
+                    event = await inner.athrow(exc)
+                    continue
+                event = await anext(inner)
+        except StopAsyncIteration:
             ended = True
         finally:
+            await inner.aclose()
             if not ended and job.stored and not job.background:
                 task = asyncio.get_running_loop().create_task(self._abandoned(job))
                 self._cleanup.add(task)
                 task.add_done_callback(self._cleanup.discard)
 
-    async def _abandoned(self, job: Job) -> None:
+    async def _abandoned(self, job: Run) -> None:
         await self._write(job, "in_progress", "cancelled", [])
 
-    async def _run(self, job: Job) -> AsyncIterator[Json]:
-        numbers = itertools.count()
+    async def _run(self, job: Run) -> AsyncGenerator[Json, None]:
+        numbers = [0]  # the next sequence number
         narrator = job.narrator
 
         def numbered(events: list[Json]) -> list[Json]:
             for event in events:
-                event["sequence_number"] = next(numbers)
+                event["sequence_number"] = numbers[0]
+                numbers[0] += 1
             return events
 
         status: Status = "queued" if job.background else "in_progress"
@@ -203,7 +214,12 @@ class Lifecycle:
                 if not await self._write(job, "in_progress", "in_progress", numbered(batch)):
                     return  # cancelled: not one more event
                 for item in batch:
-                    yield item
+                    try:
+                        yield item
+                    except Exception:
+                        if not job.background:  # nothing of the batch after ``item`` was sent or kept
+                            numbers[0] = item["sequence_number"] + 1
+                        raise
         except Exception as exc:
             failure = exc
         finally:
@@ -221,7 +237,7 @@ class Lifecycle:
                 yield event
 
     async def _fail(
-        self, job: Job, numbered: Callable[[list[Json]], list[Json]], exc: Exception
+        self, job: Run, numbered: Callable[[list[Json]], list[Json]], exc: Exception
     ) -> AsyncIterator[Json]:
         if isinstance(exc, APIError):
             code = "invalid_prompt" if exc.status == 400 else "server_error"
@@ -230,12 +246,13 @@ class Lifecycle:
             log.exception("a response run failed", exc_info=exc)
             code, message = "server_error", "The server had an error while processing your request."
         snapshot = job.narrator.snapshot("failed", {"code": code, "message": message})
-        closing = numbered([{"type": "response.failed", "response": snapshot}])
+        error: Json = {"type": "error", "code": code, "message": message, "param": None}
+        closing = numbered([error, {"type": "response.failed", "response": snapshot}])
         if await self._write(job, "in_progress", "failed", closing):
             for event in closing:
                 yield event
 
-    async def _paced(self, job: Job, stream: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    async def _paced(self, job: Run, stream: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Background text at ``tokens_per_second`` on the server clock."""
         if not job.background or self.tokens_per_second <= 0:
             async for event in stream:
@@ -248,7 +265,7 @@ class Lifecycle:
                 await wait_until(self.clock, start + tokens / self.tokens_per_second)
             yield event
 
-    async def _write(self, job: Job, current: Status, new: Status, events: Sequence[Json]) -> bool:
+    async def _write(self, job: Run, current: Status, new: Status, events: Sequence[Json]) -> bool:
         """Move ``current`` → ``new`` in the store with ``events``; False if the stored status
         is no longer ``current`` (the run was cancelled, or its record deleted or expired)."""
         if not legal(current, new) and current != new:
@@ -261,7 +278,7 @@ class Lifecycle:
         self._signals.notify(job.id)
         return written
 
-    def spawn(self, job: Job) -> None:
+    def spawn(self, job: Run) -> None:
         """Run ``job`` in the background; its events go only to the store."""
 
         async def drain() -> None:

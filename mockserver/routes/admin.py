@@ -24,8 +24,8 @@ from mockserver.context import ServerContext
 from mockserver.errors import APIError, AuthenticationError, InvalidRequest, NotFound
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
+from mockserver.http.body import parse_json
 from mockserver.http.sse import dumps
-from mockserver.routes.handler import parse_json
 
 __all__ = ["routes"]
 
@@ -44,13 +44,13 @@ Handler = Callable[[Request, ServerContext], Awaitable[Any]]
 def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         ctx: ServerContext = request.app.state.ctx
-        settings = ctx.settings
+        access = ctx.admin
         client = request.client.host if request.client is not None else ""
-        if not settings.admin_remote and client not in _LOOPBACK:
+        if not access.remote and client not in _LOOPBACK:
             raise Forbidden("The admin API answers loopback clients only (start with --admin-remote).")
-        if settings.admin_token:
+        if access.token:
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), settings.admin_token):
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), access.token):
                 raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin token>'.")
         body = await handler(request, ctx)
         return Response(dumps(body), media_type="application/json")

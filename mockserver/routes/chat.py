@@ -12,20 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
 from mockserver.answers import reasoning
-from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.handler import Call, handle
+from mockserver.routes.codec import Call, Options
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
-from mockserver.spine.request import ChatMessage, GenerationRequest, Prompt
+from mockserver.spine.request import ChatMessage, GenerationRequest, Prompt, Surface
 from mockserver.spine.result import ChoiceResult, Result
 
 
@@ -60,7 +56,6 @@ def _uses_functions(body: ChatRequest) -> bool:
     return bool(body.functions) and not body.tools
 
 
-
 def _legacy(call: Call) -> bool:
     body: ChatRequest = call.body
     integer = isinstance(body.logprobs, int) and not isinstance(body.logprobs, bool)
@@ -69,12 +64,11 @@ def _legacy(call: Call) -> bool:
 
 class ChatCodec:
     schema = ChatRequest
+    surface: Surface = "chat"
     endpoint: Endpoint = "chat"
     id_prefix = "chatcmpl-"
 
-    def to_generation(
-        self, body: ChatRequest, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
-    ) -> GenerationRequest:
+    def to_generation(self, body: ChatRequest, profile: Profile, options: Options) -> GenerationRequest:
         messages = tuple(_message(i, m) for i, m in enumerate(body.messages))
         tools = chat_tools(body.tools, body.functions)
         legacy = _uses_functions(body)
@@ -91,9 +85,9 @@ class ChatCodec:
         sampling = params.sampling(
             body,
             profile,
-            ctx.vocab_size,
+            options.vocab_size,
             max_tokens=max_tokens,
-            logprobs=_alternatives(body, profile, ctx.settings.strict),
+            logprobs=_alternatives(body, profile, options.strict),
         )
         return GenerationRequest(
             endpoint="chat",
@@ -101,10 +95,9 @@ class ChatCodec:
             prompts=(Prompt(messages=messages),),
             n=n,
             sampling=sampling,
-            seed=seed,
+            seed=0,
             best_of=params.best_of(body, n),
-            context_window=ctx.context_window(body.model, profile),
-            canonical=canonical,
+            context_window=options.models.context_window(body.model, profile),
             stream=bool(body.stream),
             tools=tools,
             tool_choice=mode,
@@ -113,7 +106,7 @@ class ChatCodec:
             parallel_tool_calls=not legacy and body.parallel_tool_calls is not False,
             response_format=json_format(body.response_format),
             think=reasoning.think_budget(
-                body.model, body.reasoning_effort, ctx.settings.reasoning_models, "reasoning_effort"
+                body.model, body.reasoning_effort, options.reasoning_models, "reasoning_effort"
             ),
         )
 
@@ -202,7 +195,3 @@ class ChatCodec:
 
 
 CODEC = ChatCodec()
-
-
-async def create(request: Request) -> Response:
-    return await handle(request, CODEC)

@@ -22,32 +22,31 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.faults.injector import BODY_KEY
+from mockserver.http.body import Json, json_body
 from mockserver.http.sse import dumps
+from mockserver.responses.lifecycle import Lifecycle
 from mockserver.responses.store import Kind, Query, Record, Store
 from mockserver.routes import params
-from mockserver.routes.handler import parse_json
 
 __all__ = ["remember", "routes"]
 
 log = logging.getLogger("mockserver")
 
 KIND: Kind = "chat.completion"
-Json = dict[str, Any]
 Order = Literal["asc", "desc"]
 
 # OpenAI's limits on metadata: pairs, key length, value length.
 MAX_PAIRS, MAX_KEY, MAX_VALUE = 16, 64, 512
 
 
-async def remember(ctx: ServerContext, completion: dict[str, Any], request_body: dict[str, Any]) -> None:
+async def remember(lifecycle: Lifecycle, completion: dict[str, Any], request_body: dict[str, Any]) -> None:
     """Keep ``completion`` (the body the client got, non-streamed form) if the request said
     ``store: true``. Never raises: the answer is already on its way, and a store that fails
     must not turn it into an error (the log says what happened)."""
-    if ctx.responses is None or request_body.get("store") is not True:
+    if request_body.get("store") is not True:
         return
     completion_id, metadata = str(completion.get("id")), request_body.get("metadata")
-    store = ctx.responses.store
+    store = lifecycle.store
     try:
         record = Record(
             id=completion_id,
@@ -90,8 +89,6 @@ def _messages(completion_id: str, messages: Sequence[Any]) -> tuple[Json, ...]:
 
 def _store(request: Request) -> Store:
     ctx: ServerContext = request.app.state.ctx
-    if ctx.responses is None:
-        raise RuntimeError("the app was built without a store")
     return ctx.responses.store
 
 
@@ -209,8 +206,7 @@ async def retrieve(request: Request) -> Response:
 async def update(request: Request) -> Response:
     """Only ``metadata`` may change; it is replaced as a whole."""
     store, completion_id = _store(request), request.path_params["completion_id"]
-    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
-    body = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
+    _, body = await json_body(request)
     extra = sorted(set(body) - {"metadata"})
     if extra:
         raise InvalidRequest(

@@ -12,18 +12,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
-from mockserver.context import ServerContext
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.handler import Call, handle
+from mockserver.routes.codec import Call, Options
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
 from mockserver.spine.events import Event, Finished, Refusal, TextDelta
-from mockserver.spine.request import GenerationRequest, Prompt
+from mockserver.spine.request import GenerationRequest, Prompt, Surface
 from mockserver.spine.result import Result
 
 
@@ -39,12 +35,11 @@ def _prompts(prompt: str | list[str] | list[int] | list[list[int]], suffix: str 
 
 class CompletionsCodec:
     schema = CompletionRequest
+    surface: Surface = "completions"
     endpoint: Endpoint = "completions"
     id_prefix = "cmpl-"
 
-    def to_generation(
-        self, body: CompletionRequest, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
-    ) -> GenerationRequest:
+    def to_generation(self, body: CompletionRequest, profile: Profile, options: Options) -> GenerationRequest:
         if body.suffix is not None and body.echo:
             raise params.invalid("suffix", "'echo' and 'suffix' cannot be used together.")
         max_tokens = profile.default_max_tokens["completions"] if body.max_tokens is None else body.max_tokens
@@ -58,12 +53,11 @@ class CompletionsCodec:
             prompts=prompts,
             n=n,
             sampling=params.sampling(
-                body, profile, ctx.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
+                body, profile, options.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
             ),
-            seed=seed,
+            seed=0,
             best_of=params.best_of(body, n),
-            context_window=ctx.context_window(body.model, profile),
-            canonical=canonical,
+            context_window=options.models.context_window(body.model, profile),
             stream=bool(body.stream),
             response_format=json_format(body.response_format),
         )
@@ -107,7 +101,3 @@ class CompletionsCodec:
 
 
 CODEC = CompletionsCodec()
-
-
-async def create(request: Request) -> Response:
-    return await handle(request, CODEC)

@@ -15,11 +15,10 @@ from starlette.responses import Response
 
 from mockserver.context import ServerContext
 from mockserver.errors import NotFound
-from mockserver.faults.injector import BODY_KEY
+from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media import vectors as embeddings
 from mockserver.routes import params
-from mockserver.routes.handler import parse_json
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.embeddings import EmbeddingRequest
 
@@ -31,8 +30,7 @@ LARGE = 16 * 1536  # floats: bodies this big take ~10 ms to write as JSON
 async def create(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
     profile = ctx.profile_of(request.scope)
-    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
-    raw = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
+    _, raw = await json_body(request)
     # Profiles list the fields their provider documents for chat and completions only, so
     # --strict has nothing to check here: this just lifts a literal ``extra_body``.
     data = params.prepare(raw, profile, "chat", strict=False)
@@ -40,17 +38,17 @@ async def create(request: Request) -> Response:
         body = EmbeddingRequest.model_validate(data)
     except ValidationError as exc:
         raise invalid_request(exc) from None
-    backend = ctx.engine.backend
+    backend = ctx.model
     if not isinstance(backend, embeddings.Embedder):
         raise NotFound(
-            f"Embeddings are not available with the {ctx.settings.backend!r} backend: "
-            "POST /v1/embeddings needs the reference model (--backend reference)."
+            f"Embeddings are not available with the backends {', '.join(ctx.chain.names)}: "
+            "POST /v1/embeddings needs the reference model (add reference to --backend)."
         )
     if body.model not in embeddings.MODELS:
-        ctx.context_window(body.model, profile)  # 404 for an unlisted id under --reject-unknown-models
+        ctx.options.models.context_window(body.model, profile)  # 404 for an unlisted id under --reject-unknown-models
     space = embeddings.space(body.model, body.dimensions)
     inputs, single = embeddings.inputs(body.input)
-    check = partial(embeddings.check_tokens, vocab=ctx.vocab_size, single=single)
+    check = partial(embeddings.check_tokens, vocab=ctx.options.vocab_size, single=single)
     as_float = body.encoding_format != "base64"
     vectors, tokens = await backend.embed(inputs, space, check, for_json=as_float)
     answer = embeddings.response(body.model, vectors, tokens, "float" if as_float else "base64")

@@ -1,98 +1,69 @@
-"""The one handler behind every generation endpoint.
+"""The one handler behind every generation endpoint: chat, completions and Responses.
 
-``body ─params.prepare→ schema → codec.to_generation → engine → codec.encode (JSON)
-| codec.encode_event (SSE)``, all of it as the request's profile (its path prefix's, else
-the server's) says.
+``body ─params.prepare→ schema → codec.to_generation → engine (the backend chain under the
+faults) → the family's delivery``, all of it as the request's profile (its path prefix's, else
+the server's) says. A family adds only its codec and how its answer is delivered: chat and
+completions fold a body or stream chunks (:func:`deliver_completion`); Responses run through
+the lifecycle and its store (:mod:`mockserver.routes.responses.endpoints`).
 
-A codec is the only thing an endpoint family adds: pure functions from the wire to a
-:class:`GenerationRequest` and from the folded :class:`Result` (or one event) back to the
-wire, testable without HTTP.
+An answer from a recording — replayed, or proxied while recording — is the provider's own
+bytes, whatever the family: its status, headers and body go out as they were
+(:func:`recorded_response`), under the same stream faults and latency as any other answer.
+The same recordings also answer the endpoints that generate nothing (:func:`replayable`), so
+a whole recorded session replays.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver.answers import director
 from mockserver.context import ServerContext
-from mockserver.errors import InvalidRequest
+from mockserver.errors import APIError, InvalidRequest
 from mockserver.faults.catalogue import Fault
-from mockserver.faults.injector import BODY_KEY, PLAN_KEY
-from mockserver.http.sse import dumps, sse_response
-from mockserver.profiles import Endpoint, Profile
-from mockserver.routes import params
+from mockserver.faults.plan import applicable, note, planned
+from mockserver.faults.stream import StreamEnded, StreamFaults
+from mockserver.http import headers as h
+from mockserver.http.body import BODY_KEY, Json, json_body
+from mockserver.http.link import Link
+from mockserver.http.sse import Frame, Framing, dumps, event_stream
+from mockserver.routes import chat_store, params
+from mockserver.routes.codec import Call, Codec, Options
 from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
 from mockserver.spine import seeding
-from mockserver.spine.events import Event, Finished, Usage
-from mockserver.spine.request import GenerationRequest
+from mockserver.spine.backend import Declined, aclose
+from mockserver.spine.events import Answered, Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
+from mockserver.spine.request import Endpoint, GenerationRequest, Source, Surface
 from mockserver.spine.result import Result
 
-__all__ = ["Call", "Codec", "handle", "parse_json", "usage_body"]
+__all__ = [
+    "Decoder",
+    "Family",
+    "Prepared",
+    "chained",
+    "deliver_completion",
+    "deliver_with",
+    "handle",
+    "opened",
+    "recorded_response",
+    "replayable",
+    "stream_faults",
+]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One request as the codec sees it while encoding: what was asked, and as whom."""
+class Decoder(Protocol):
+    """The wire-to-spine half of a codec (all a family needs to share the handler)."""
 
-    gen: GenerationRequest
-    body: Any  # the validated wire body (codec-specific details)
-    profile: Profile
-    id: str
-    created: int
-    include_usage: bool
-    service_tier: str | None  # reported in the body (None: no such field)
-
-    @property
-    def usage_on_last_chunk(self) -> bool:
-        """Streams carry usage on their last chunk unasked (Fireworks, Together)."""
-        return self.profile.usage_in_stream == "always" and not self.include_usage
-
-    def envelope(self, obj: str) -> dict[str, Any]:
-        """The fields every body and chunk of this call starts with."""
-        head: dict[str, Any] = {"id": self.id, "object": obj, "created": self.created, "model": self.gen.model}
-        if self.profile.system_fingerprint is not None:
-            head["system_fingerprint"] = self.profile.system_fingerprint
-        head.update(self.profile.extras)
-        if self.service_tier is not None:
-            head["service_tier"] = self.service_tier
-        return head
-
-    def chunk(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        """A stream chunk; with ``include_usage`` every chunk says ``"usage": null``."""
-        chunk = {**self.envelope(obj), "choices": choices}
-        if self.include_usage:
-            chunk["usage"] = None
-        return chunk
-
-    def usage(self, result: Result) -> dict[str, Any]:
-        return usage_body(result.usage, self.profile.usage_details)
-
-    def usage_chunks(self, obj: str, result: Result) -> list[dict[str, Any]]:
-        """The closing usage chunk (``choices: []``), if the client asked for one."""
-        if not self.include_usage:
-            return []
-        return [{**self.envelope(obj), "choices": [], "usage": self.usage(result)}]
-
-    def finish(self, reason: str | None, matched: str | int | None) -> dict[str, Any]:
-        """``finish_reason`` in the profile's words, and vLLM's ``stop_reason`` if it has one."""
-        if reason == "stop" and matched is None:
-            reason = self.profile.eos_finish_reason
-        fields: dict[str, Any] = {"finish_reason": reason}
-        if self.profile.stop_reason:
-            fields["stop_reason"] = matched
-        return fields
-
-
-class Codec(Protocol):
     @property
     def schema(self) -> type[GenerationFields]: ...
+
+    @property
+    def surface(self) -> Surface: ...
 
     @property
     def endpoint(self) -> Endpoint: ...
@@ -100,79 +71,64 @@ class Codec(Protocol):
     @property
     def id_prefix(self) -> str: ...
 
-    def to_generation(
-        self, body: Any, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
-    ) -> GenerationRequest: ...
-
-    def encode(self, call: Call, result: Result) -> dict[str, Any]: ...
-
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]: ...
-
-    def encode_end(self, call: Call, result: Result) -> list[dict[str, Any]]: ...
+    def to_generation(self, body: Any, profile: Any, options: Options) -> GenerationRequest: ...
 
 
-def parse_json(raw: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or OpenAI's 400 for anything else."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest(
-            "We could not parse the JSON body of your request. (HINT: This likely means you aren't "
-            "using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was "
-            "sent was not valid JSON.)"
-        ) from None
-    if not isinstance(data, dict):
-        raise InvalidRequest("The request body must be a JSON object.")
-    return data
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request the handler has read: what the family's delivery works from."""
+
+    request: Request
+    ctx: ServerContext
+    call: Call
+    data: Json  # the body as a JSON object (extra_body lifted)
+    plan: tuple[Fault, ...]  # the faults decided at the edge
+    options: Options  # what the codec read (Responses: with the conversation continued)
 
 
-def usage_body(usage: Usage | None, details: str = "openai") -> dict[str, Any]:
-    """Token counts; ``details`` is the profile's style of the ``*_tokens_details`` objects."""
-    u = usage or Usage(0, 0)
-    body: dict[str, Any] = {
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.total_tokens,
-    }
-    if details == "null":
-        body.update(prompt_tokens_details=None, completion_tokens_details=None)
-    elif details == "openai":
-        body["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
-        body["completion_tokens_details"] = {
-            "reasoning_tokens": u.reasoning_tokens,
-            "audio_tokens": 0,
-            "accepted_prediction_tokens": 0,
-            "rejected_prediction_tokens": 0,
-        }
-    return body
+Deliver = Callable[[Prepared], Awaitable[Response]]
+Prelude = Callable[[ServerContext, Any], Awaitable[Options]]
 
 
-async def handle(request: Request, codec: Codec) -> Response:
+@dataclass(frozen=True, slots=True)
+class Family:
+    """An endpoint family: its codec, how its answer goes out, and (Responses) what it must
+    read before its request can be built."""
+
+    codec: Decoder
+    deliver: Deliver
+    prelude: Prelude | None = None
+
+
+async def handle(request: Request, family: Family) -> Response:
     ctx: ServerContext = request.app.state.ctx
-    profile = ctx.profile_of(request.scope)
-    faults: tuple[Fault, ...] = request.scope.get(PLAN_KEY, ())
-    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
-    raw_data = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
-    data = params.prepare(raw_data, profile, codec.endpoint, ctx.settings.strict)
+    codec = family.codec
+    scope = request.scope
+    profile = ctx.profile_of(scope)
+    raw, data = await json_body(request)
+    data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
     try:
         body = codec.schema.model_validate(data)
     except ValidationError as exc:
         raise invalid_request(exc) from None
     stream = bool(getattr(body, "stream", False))
-    options: StreamOptions | None = getattr(body, "stream_options", None)
-    if options is not None and not stream:
+    stream_options: StreamOptions | None = getattr(body, "stream_options", None)
+    if stream_options is not None and not stream:
         raise InvalidRequest(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
         )
+    include_usage = bool(stream_options and stream_options.include_usage)
     canonical = seeding.canonical(data)
     given: int | None = getattr(body, "seed", None)
-    seed = given if given is not None else seeding.derive_seed(canonical, ctx.settings.seed)
-    gen = director.direct(
-        codec.to_generation(body, ctx, profile, canonical, seed),
-        ctx.script,
-        codec.endpoint,
-        request.headers.get("x-mockserver-session"),
-        frozenset(f.name for f in faults),
+    seed = given if given is not None else seeding.derive_seed(canonical, ctx.seed)
+    options = await family.prelude(ctx, body) if family.prelude is not None else ctx.options
+    plan = planned(scope)
+    gen = replace(
+        codec.to_generation(body, profile, options),
+        seed=seed,
+        canonical=canonical,
+        source=source_of(scope, raw, codec.surface, stream, include_usage),
+        content_faults=frozenset(f.name for f in plan if f.kind == "content"),
     )
     call = Call(
         gen=gen,
@@ -180,56 +136,250 @@ async def handle(request: Request, codec: Codec) -> Response:
         profile=profile,
         id=seeding.make_id(codec.id_prefix, canonical, seed),
         created=int(ctx.clock.now()),
-        include_usage=bool(options and options.include_usage),
-        service_tier=params.service_tier(body, profile, codec.endpoint),
+        include_usage=include_usage,
+        service_tier=params.service_tier(body, profile, codec.endpoint) if codec.surface != "responses" else None,
     )
-    headers = {"x-mockserver-seed": str(seed)}
-    keep = _keeper(ctx, codec, call, data)
-    if stream:
-        events = await ctx.engine.primed(gen, faults)
-        return sse_response(_frames(codec, call, events, keep), headers, profile.error_style)
-    result = await ctx.engine.complete(gen, faults)
+    return await family.deliver(Prepared(request, ctx, call, data, plan, options))
+
+
+def source_of(scope: Any, raw: bytes, surface: Surface, stream: bool, include_usage: bool) -> Source:
+    """Where the request came from (see :class:`~mockserver.spine.request.Source`)."""
+    session = cassette = record_mode = None
+    for key, value in scope["headers"]:
+        if key.startswith(h.PREFIX):
+            if key == h.SESSION:
+                session = value.decode("latin-1") or None
+            elif key == h.CASSETTE:
+                cassette = value.decode("latin-1")
+            elif key == h.RECORD_MODE:
+                record_mode = value.decode("latin-1")
+    query = scope.get("query_string", b"")
+    target = scope["path"] + ("?" + query.decode("latin-1") if query else "")
+    return Source(
+        surface,
+        session,
+        scope["method"],
+        target,
+        raw,
+        tuple(scope["headers"]),
+        cassette,
+        record_mode,
+        stream,
+        include_usage,
+    )
+
+
+async def opened(
+    ctx: ServerContext, gen: GenerationRequest, plan: tuple[Fault, ...]
+) -> tuple[str, Event, AsyncIterator[Event]]:
+    """The answer begun: who answers, its first event (a recording's head, or the model's
+    first), and the rest. Errors about the request raise here, before any byte is sent."""
+    events = await ctx.engine.primed(gen, plan)
+    try:
+        answered = await anext(events)
+        first = await anext(events)
+    except BaseException:
+        await aclose(events)
+        raise
+    by = answered.by if isinstance(answered, Answered) else "?"
+    return by, first, events
+
+
+def _headers(gen: GenerationRequest, by: str) -> dict[str, str]:
+    return {"x-mockserver-seed": str(gen.seed), "x-mockserver-source": by}
+
+
+# ---- chat and completions ---------------------------------------------------------------
+
+
+def deliver_with(codec: Codec) -> Deliver:
+    """The delivery of a family whose answer is a body or a stream of chunks."""
+
+    async def deliver(prepared: Prepared) -> Response:
+        return await deliver_completion(prepared, codec)
+
+    return deliver
+
+
+async def deliver_completion(prepared: Prepared, codec: Codec) -> Response:
+    ctx, call, plan, scope = prepared.ctx, prepared.call, prepared.plan, prepared.request.scope
+    gen = call.gen
+    keep = _keeper(ctx, codec, call, prepared.data)
+    if gen.stream:
+        by, first, events = await opened(ctx, gen, plan)
+        if isinstance(first, RecordedHead):
+            return await recorded_response(scope, by, first, events, plan, prepared.call.profile.error_style, False)
+        note(scope, applicable(plan, generated=True, stream=True))
+        link = Link()
+        frames = _frames(codec, call, chained(first, events), keep)
+        framing = Framing(named=False, done=True, style=call.profile.error_style)
+        return event_stream(frames, framing, _headers(gen, by), stream_faults(plan, link), link)
+    result = await ctx.engine.complete(gen, plan)
+    by = result.answered_by or "?"
+    if result.head is not None:
+        note(scope, applicable(plan, generated=False, stream=False))
+        return _recorded_body(result.head, b"".join(result.recorded), by)
+    note(scope, applicable(plan, generated=True, stream=False))
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
-    return Response(dumps(answer), media_type="application/json", headers=headers)
+    return Response(dumps(answer), media_type="application/json", headers=_headers(gen, by))
 
 
-def _keeper(
-    ctx: ServerContext, codec: Codec, call: Call, data: dict[str, Any]
-) -> Callable[[dict[str, Any]], Awaitable[None]] | None:
+def _keeper(ctx: ServerContext, codec: Codec, call: Call, data: Json) -> Callable[[Json], Awaitable[None]] | None:
     """How to keep the answer (its non-streamed body) of a chat completion asked to be stored
     (``store: true``); None for anything else. Called once the answer is whole, and it
     cannot fail the answer (see :func:`~mockserver.routes.chat_store.remember`)."""
-    if codec.endpoint != "chat" or getattr(call.body, "store", None) is not True or ctx.responses is None:
+    if codec.surface != "chat" or getattr(call.body, "store", None) is not True:
         return None
-    from mockserver.routes import chat_store  # late: chat_store imports this module
+    return lambda answer: chat_store.remember(ctx.responses, answer, data)
 
-    return lambda answer: chat_store.remember(ctx, answer, data)
+
+async def chained(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    try:
+        yield first
+        async for event in rest:
+            yield event
+    finally:
+        await aclose(rest)
 
 
 async def _frames(
     codec: Codec,
     call: Call,
     events: AsyncIterator[Event],
-    keep: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
-) -> AsyncIterator[list[dict[str, Any]]]:
+    keep: Callable[[Json], Awaitable[None]] | None = None,
+) -> AsyncIterator[Frame]:
+    """The chunks of a chat or completions stream, one frame at a time."""
     result = Result()
-    held: list[dict[str, Any]] = []  # a choice's closing chunk, while usage may still join it
-    async for event in events:
-        result.apply(event)
-        frames = codec.encode_event(call, event, result)
-        if isinstance(event, Usage) and held and call.usage_on_last_chunk:
-            held[-1] = {**held[-1], "usage": call.usage(result)}
-        if held:
-            yield held
+    held: list[Json] = []  # a choice's closing chunk, while usage may still join it
+    try:
+        async for event in events:
+            result.apply(event)
+            frames = codec.encode_event(call, event, result)
+            if isinstance(event, Usage) and held and call.usage_on_last_chunk:
+                held[-1] = {**held[-1], "usage": call.usage(result)}
+            for frame in held:
+                yield frame
             held = []
-        if isinstance(event, Finished) and call.usage_on_last_chunk:
-            held = frames
-        elif frames:
-            yield frames
-    if held:
-        yield held
-    if keep is not None:  # before the closing frames: stored by the time the client reads [DONE]
-        await keep(codec.encode(call, result))
-    yield codec.encode_end(call, result)
+            if isinstance(event, Finished) and call.usage_on_last_chunk:
+                held = frames
+            else:
+                for frame in frames:
+                    yield frame
+        for frame in held:
+            yield frame
+        if keep is not None:  # before the closing frames: stored by the time the client reads [DONE]
+            await keep(codec.encode(call, result))
+        for frame in codec.encode_end(call, result):
+            yield frame
+    finally:
+        await aclose(events)
+
+
+def stream_faults(plan: tuple[Fault, ...], link: Link) -> StreamFaults | None:
+    stream = [f for f in plan if f.kind == "stream"]
+    return StreamFaults(stream, link) if stream else None
+
+
+# ---- recorded answers -------------------------------------------------------------------
+
+
+async def recorded_response(
+    scope: Any,
+    by: str,
+    head: RecordedHead,
+    events: AsyncIterator[Event],
+    plan: tuple[Fault, ...],
+    style: Any,
+    named: bool,
+) -> Response:
+    """A recording's answer, byte for byte: a stream under the request's stream faults, or a
+    whole body."""
+    note(scope, applicable(plan, generated=False, stream=head.stream))
+    if not head.stream:
+        body: list[bytes] = []
+        try:
+            async for event in events:
+                if isinstance(event, RecordedFrame):
+                    body.append(event.data)
+        finally:
+            await aclose(events)
+        return _recorded_body(head, b"".join(body), by)
+    link = Link()
+    framing = Framing(named=named, done=False, style=style)
+    response = event_stream(_recorded_frames(events, link), framing, {}, stream_faults(plan, link), link)
+    response.raw_headers = [*_own(head), (h.SOURCE, by.encode())]
+    return response
+
+
+def _recorded_body(head: RecordedHead, body: bytes, by: str) -> Response:
+    response = Response(body, status_code=head.status)
+    response.raw_headers = [*_own(head), (h.SOURCE, by.encode()), (b"content-length", str(len(body)).encode())]
+    return response
+
+
+def _own(head: RecordedHead) -> list[tuple[bytes, bytes]]:
+    """A recording's headers but the one we set: who answers here is us (replay, record)."""
+    return [(k, v) for k, v in head.headers if k != h.SOURCE]
+
+
+async def _recorded_frames(events: AsyncIterator[Event], link: Link) -> AsyncIterator[Frame]:
+    try:
+        async for event in events:
+            if isinstance(event, RecordedFrame):
+                yield event.data
+            elif isinstance(event, RecordedEnd) and event.how == "reset":
+                link.reset()  # the recording ended in a reset: so does its replay
+                raise StreamEnded("reset")
+    finally:
+        await aclose(events)
+
+
+class Recorder(Protocol):
+    """A backend that answers any request by its source alone (replay, record)."""
+
+    def answer(self, source: Source) -> AsyncIterator[Event]: ...
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def replayable(endpoint: Handler) -> Handler:
+    """``endpoint`` behind the chain's recordings: the backends of the chain are walked in
+    order — a replay or a recording answers with the provider's bytes, the model (``reference``)
+    hands over to ``endpoint`` itself — and a request none answers gets the first miss."""
+
+    async def recorded_first(request: Request) -> Response:
+        ctx: ServerContext = request.app.state.ctx
+        scope = request.scope
+        parsed = scope.get(BODY_KEY)
+        raw: bytes = parsed[0] if parsed is not None else await request.body()
+        fields = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else {}
+        options = fields.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        source = source_of(scope, raw, "chat", fields.get("stream") is True, include_usage)
+        refused: APIError | None = None
+        for name, backend in ctx.chain.links:
+            answer = getattr(backend, "answer", None)
+            if answer is None:
+                if name == "reference":
+                    return await endpoint(request)
+                continue
+            events: AsyncIterator[Event] = answer(source)
+            try:
+                head = await anext(events)
+            except Declined as declined:
+                refused = refused or declined.error
+                continue
+            if not isinstance(head, RecordedHead):
+                await aclose(events)
+                continue
+            return await recorded_response(
+                scope, name, head, events, planned(scope), ctx.profile_of(scope).error_style, False
+            )
+        if refused is not None:
+            raise refused
+        return await endpoint(request)
+
+    return recorded_first

@@ -27,12 +27,11 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.faults.injector import BODY_KEY
+from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media.painting import paint
 from mockserver.media.vision import image_tokens
 from mockserver.routes import params
-from mockserver.routes.handler import parse_json
 from mockserver.schemas.common import WireModel, invalid_request
 from mockserver.schemas.images import (
     DALL_E_3,
@@ -100,8 +99,7 @@ def image_store(app: Starlette) -> ImageStore:
 
 async def generations(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
-    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
-    raw = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
+    _, raw = await json_body(request)
     # prepare() for its extra_body lifting only: no profile documents image fields, see _strict.
     data = _strict(params.prepare(raw, ctx.profile_of(request.scope), "chat", strict=False), ImageRequest, request)
     body = _validate(ImageRequest, data)
@@ -231,7 +229,7 @@ def _seed(given: int | None, data: dict[str, Any], ctx: ServerContext) -> int:
     if given is not None:
         return given
     content = {k: v for k, v in data.items() if k not in ("response_format", "n")}
-    return seeding.derive_seed(seeding.canonical(content), ctx.settings.seed)
+    return seeding.derive_seed(seeding.canonical(content), ctx.seed)
 
 
 def _usage(plan: ImagePlan, image_input: int) -> dict[str, Any]:
@@ -270,7 +268,7 @@ def _strict(
     """With ``--strict``, what OpenAI does not document (``seed`` included: it is ours) is refused
     as OpenAI refuses it, or dropped for profiles that ignore unknown fields."""
     ctx: ServerContext = request.app.state.ctx
-    if not ctx.settings.strict:
+    if not ctx.options.strict:
         return data
     known = set(model.model_fields) - {"seed"}
     unknown = sorted(k for k in (*data, *(files or {})) if k not in known)

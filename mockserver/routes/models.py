@@ -8,8 +8,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver.context import ServerContext, model_not_found
+from mockserver.context import ServerContext
 from mockserver.http.sse import dumps
+from mockserver.profiles import model_not_found
 
 # A fixed date, so listings are byte-stable (2024-01-01T00:00:00Z).
 MODEL_CREATED = 1704067200
@@ -24,7 +25,7 @@ def describe(model: str) -> dict[str, Any]:
 
 async def list_models(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
-    listed = ctx.models(ctx.profile_of(request.scope))
+    listed = ctx.options.models.listed(ctx.profile_of(request.scope))
     body = {"object": "list", "data": [describe(m) for m in listed]}
     return Response(dumps(body), media_type="application/json")
 
@@ -32,6 +33,6 @@ async def list_models(request: Request) -> Response:
 async def retrieve_model(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
     model = request.path_params["model"]
-    if model not in ctx.models(ctx.profile_of(request.scope)):
+    if model not in ctx.options.models.listed(ctx.profile_of(request.scope)):
         raise model_not_found(model)
     return Response(dumps(describe(model)), media_type="application/json")

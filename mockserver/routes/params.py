@@ -6,7 +6,7 @@ Two steps, both shared by every generation endpoint:
   literal ``extra_body`` object (Nebius documents one; the OpenAI SDK instead merges its
   ``extra_body`` into the top level) are lifted to the top level, and with ``--strict``
   the fields the profile's provider does not document are rejected or dropped.
-* :func:`sampling` turns the validated fields into a :class:`~mockserver.spine.request`
+* :func:`sampling` turns the validated fields into a :class:`~mockserver.spine.request.Sampling`
   with the profile's defaults, after checking what a schema cannot: the profile's upper
   bounds, ``logit_bias`` and ``stop_token_ids`` against the model's vocabulary, and the
   rules that tie two fields together.

@@ -1,22 +1,91 @@
-"""The only contract for answers: a request in, an async stream of events out."""
+"""The only contract for answers: a request in, an async stream of events out; and the chain
+that tries backends in order.
+
+``--backend script,replay,reference`` is a :class:`Chain`: each backend either answers the
+request or, before its first event, raises :class:`Declined` — the scripted rules when no rule
+matches, a cassette when it holds no recording of the request — and the next one is tried.
+The answer opens with :class:`~mockserver.spine.events.Answered`, naming who answered. When
+every backend declines, the first refusal that carries an error is raised (a cassette miss
+names the closest recording); with none, a 404 ``no_answer`` names the chain.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from mockserver.spine.events import Event
+from mockserver.errors import APIError, NotFound
+from mockserver.spine.events import Answered, Event
 from mockserver.spine.request import GenerationRequest
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "Chain", "Declined", "aclose"]
 
 
 class Backend(Protocol):
     """The only backend contract: a request in, an async stream of events out.
 
     Errors about the request (bad token ids, context overflow) must be raised before the
-    first event, so the engine can still answer them with an HTTP status.
+    first event, so the engine can still answer them with an HTTP status; so must
+    :class:`Declined`.
     """
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Event]: ...
 
+
+class Declined(Exception):
+    """Raised by a backend, before its first event, for a request it does not answer.
+    ``error`` is what the client gets if no later backend answers either."""
+
+    def __init__(self, error: APIError | None = None) -> None:
+        super().__init__(error.message if error is not None else "declined")
+        self.error = error
+
+
+async def aclose(stream: AsyncIterator[Event]) -> None:
+    """Close an async generator now (its ``finally`` blocks run), not at garbage collection."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
+class Chain:
+    """Backends tried in order; the first that does not decline answers (see the module doc)."""
+
+    def __init__(self, links: Sequence[tuple[str, Backend]]) -> None:
+        if not links:
+            raise ValueError("a backend chain needs at least one backend")
+        self.links = tuple(links)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.links)
+
+    def get(self, name: str) -> Backend | None:
+        """The backend of that name in this chain, if it is one."""
+        return next((backend for link, backend in self.links if link == name), None)
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        refused: APIError | None = None
+        for name, backend in self.links:
+            stream = backend.generate(request)
+            try:
+                first: Event | None = await anext(stream)
+            except Declined as declined:
+                refused = refused or declined.error
+                continue
+            except StopAsyncIteration:
+                first = None
+            try:
+                yield Answered(name)
+                if first is not None:
+                    yield first
+                    async for event in stream:
+                        yield event
+            finally:
+                await aclose(stream)
+            return
+        raise refused or NotFound(
+            f"No backend of the chain ({', '.join(self.names)}) answers this request.",
+            code="no_answer",
+            headers={"x-should-retry": "false"},
+        )

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "CHOICE_EVENTS",
+    "Answered",
     "Candidate",
     "ChoiceEvent",
     "Event",
@@ -18,6 +20,10 @@ __all__ = [
     "PromptLogprobs",
     "PromptPosition",
     "Reasoning",
+    "Recorded",
+    "RecordedEnd",
+    "RecordedFrame",
+    "RecordedHead",
     "Refusal",
     "Scored",
     "Started",
@@ -28,6 +34,7 @@ __all__ = [
 ]
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -147,5 +154,44 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """Which backend of the chain answers: the first event of every answer (its name goes out
+    in ``x-mockserver-source``)."""
+
+    by: str
+
+
+# ---- recorded answers: a provider's own bytes, passed through untouched -------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedHead:
+    """A recorded (or proxied) answer begins: the provider's status and headers as it sent
+    them (hop-by-hop headers left out). ``stream``: its body is an event stream."""
+
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    stream: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFrame:
+    """Bytes of a recorded body, sent as they are: one SSE event (blank line included) of a
+    stream, or a piece of a plain body."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEnd:
+    """How a recorded body ended: its last byte (``done``/``eof``), or a connection reset that
+    its replay reproduces (``reset``)."""
+
+    how: Literal["done", "eof", "reset"]
+
+
 ChoiceEvent = Started | PromptLogprobs | Reasoning | TextDelta | Refusal | ToolCallDelta | Finished  # one choice's
-Event = ChoiceEvent | Usage
+Recorded = RecordedHead | RecordedFrame | RecordedEnd
+Event = ChoiceEvent | Usage | Answered | Recorded
+CHOICE_EVENTS = (Started, PromptLogprobs, Reasoning, TextDelta, Refusal, ToolCallDelta, Finished)

@@ -23,10 +23,32 @@ __all__ = [
     "Mirostat",
     "Prompt",
     "Sampling",
+    "Source",
+    "Surface",
     "Tool",
 ]
 
-Endpoint = Literal["completions", "chat"]
+Endpoint = Literal["completions", "chat"]  # how the model reads the prompt (Responses read as chat)
+Surface = Literal["chat", "completions", "responses"]  # which endpoint family was asked
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a request came from, for the backends that answer by the request as it was sent:
+    scripted rules match its surface and session, a cassette matches its method, path and exact
+    body, and recording forwards its headers to the upstream."""
+
+    surface: Surface = "chat"
+    session: str | None = None  # x-mockserver-session: a test worker's own rules, counts and replay places
+    method: str = "POST"
+    target: str = ""  # the path (as /v1/…, any profile prefix removed) and query
+    body: bytes = b""  # byte for byte as sent
+    headers: tuple[tuple[bytes, bytes], ...] = ()  # as ASGI gives them (recording forwards them)
+    cassette: str | None = None  # x-mockserver-cassette: replay only this cassette's recordings
+    record_mode: str | None = None  # x-mockserver-record-mode: this request's own record mode
+    stream: bool = False  # the body's ``stream``: a recording is served in the shape asked for
+    include_usage: bool = False  # the body's ``stream_options.include_usage`` (a body unfolded into a stream)
+
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
@@ -167,4 +189,7 @@ class GenerationRequest:
     # Decided answers, one per choice (prompt-major, as choice indices; None: that choice is
     # sampled); empty: every choice is sampled. The director (mockserver.answers.director) sets it.
     answers: tuple[Answer | None, ...] = ()
-
+    # The content faults that act on decided answers before they are played (the director
+    # applies them): ``content.off_schema`` and ``content.bad_arguments``.
+    content_faults: frozenset[str] = frozenset()
+    source: Source = Source()

@@ -9,12 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mockserver.spine.events import (
+    Answered,
     Event,
     Finished,
     FinishReason,
     PromptLogprobs,
     PromptPosition,
     Reasoning,
+    RecordedEnd,
+    RecordedFrame,
+    RecordedHead,
     Refusal,
     Started,
     TextDelta,
@@ -57,6 +61,11 @@ class Result:
 
     choices: dict[int, ChoiceResult] = field(default_factory=dict)
     usage: Usage | None = None
+    answered_by: str | None = None  # the backend of the chain that answered
+    # A recorded answer: the provider's head, its body's pieces and how the body ended.
+    head: RecordedHead | None = None
+    recorded: list[bytes] = field(default_factory=list)
+    ended: str | None = None
 
     def choice(self, index: int) -> ChoiceResult:
         found = self.choices.get(index)
@@ -92,9 +101,16 @@ class Result:
         elif isinstance(event, Reasoning):
             choice = self.choice(event.index)
             choice.reasoning = (choice.reasoning or "") + event.text
-        else:
+        elif isinstance(event, Usage):
             self.usage = event
+        elif isinstance(event, RecordedFrame):
+            self.recorded.append(event.data)
+        elif isinstance(event, Answered):
+            self.answered_by = event.by
+        elif isinstance(event, RecordedHead):
+            self.head = event
+        elif isinstance(event, RecordedEnd):
+            self.ended = event.how
 
     def ordered(self) -> list[ChoiceResult]:
         return [self.choices[i] for i in sorted(self.choices)]
-

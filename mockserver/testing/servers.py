@@ -169,11 +169,15 @@ class Servers:
         return local
 
     def _backend(self, settings: Settings) -> LazyBackend:
-        from mockserver.backends import load_backend
+        """The model the session's apps share, per model configuration (loaded on first use)."""
+        from mockserver.backends.reference.backend import ReferenceBackend
+        from mockserver.media.vectors import MAX_INPUT_TOKENS
 
-        key = json.dumps([settings.backend, settings.model_threads, settings.context_window, settings.models])
+        windows = settings.model_windows()
+        longest = max([settings.context_window, MAX_INPUT_TOKENS, *windows.values()])
+        key = json.dumps([settings.model_threads, longest])
         if key not in self._backends:
-            self._backends[key] = LazyBackend(load_backend(settings))
+            self._backends[key] = LazyBackend(ReferenceBackend(settings.model_threads, max_positions=longest))
         return self._backends[key]
 
     def close(self) -> None:

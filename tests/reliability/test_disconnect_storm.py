@@ -173,7 +173,7 @@ def _idle(backend: ReferenceBackend, timeout: float = 60.0) -> None:
 
 def test_a_disconnect_storm_leaks_nothing(budget: Budget, figures: dict[str, Any]) -> None:
     app = create_app(Settings(frozen_time=1_700_000_000.0))
-    backend = app.state.ctx.engine.backend
+    backend = app.state.ctx.model
     assert isinstance(backend, ReferenceBackend)
     with thread_server(app) as server:
         port = int(server.live.url.rsplit(":", 1)[1])

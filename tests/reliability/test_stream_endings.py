@@ -21,7 +21,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.faults.stream import reset
+from mockserver.http.link import reset
 from tests.live import Live
 from tests.reliability.harness import thread_server
 

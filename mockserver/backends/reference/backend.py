@@ -1,7 +1,7 @@
 """The reference backend: answers every generation with the tiny torch model.
 
 Model compute never runs on the event loop. Each request becomes a
-:class:`~mockserver.backends.reference.decoding.Job` whose
+:class:`~mockserver.backends.reference.decoding.Decoding` whose
 prefill and then its decoding steps (one token for every live choice) run as tasks on a small
 thread pool; the event loop only awaits them. A streamed request hands over one step per task,
 so its tokens leave as they are made and a client that went away stops generation after the
@@ -27,40 +27,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from mockserver.backends.reference.decoding import Job
+from mockserver.answers import director
+from mockserver.backends.reference.best_of import best_of
+from mockserver.backends.reference.decoding import Decoding
+from mockserver.backends.reference.runtime import ASSET_FILES, Runtime
+from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest
 
 if TYPE_CHECKING:
+    from mockserver.backends import Parts
     from mockserver.backends.reference.pooling import Pooler
-    from mockserver.config import Settings
-    from mockserver.gpt.model import GPT
-    from mockserver.gpt.tokenizer import Tokenizer
     from mockserver.media.vectors import Space, TokenCheck
+    from mockserver.spine.backend import Backend
 
-__all__ = ["ReferenceBackend", "Runtime", "from_settings"]
+__all__ = ["ReferenceBackend", "from_parts"]
 
-ASSET_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 _T = TypeVar("_T")
-
-
-class Runtime:
-    """The loaded model and tokenizer (import of torch happens here, and only here)."""
-
-    def __init__(self, assets: Path | None = None, max_positions: int = 8192) -> None:
-        import torch
-
-        from mockserver.gpt.model import load_model
-        from mockserver.gpt.tokenizer import ASSETS, Tokenizer
-
-        torch.set_num_threads(1)
-        directory = assets or ASSETS
-        self.model: GPT = load_model(directory)
-        self.tokenizer: Tokenizer = Tokenizer.from_file(directory / "tokenizer.json")
-        if self.tokenizer.vocab_size != self.model.cfg.vocab_size:
-            raise RuntimeError("tokenizer and model disagree on the vocabulary size")
-        # Grow the rotary table once, now, so worker threads only ever read it.
-        self.model.rotary.multipliers(0, max_positions + 1)
 
 
 class ReferenceBackend:
@@ -122,10 +105,24 @@ class ReferenceBackend:
         return self._queued > 0
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        """The model's answer: a tool call or JSON where the director decides one (else what it
+        samples), the ``best_of`` most likely of more candidates when asked."""
+        decided = director.decide(request)
+        if decided.best_of is not None and decided.best_of > decided.n:
+            stream = best_of(self._generate, decided)
+        else:
+            stream = self._generate(decided)
+        try:
+            async for event in stream:
+                yield event
+        finally:
+            await aclose(stream)
+
+    async def _generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         runtime = await asyncio.wrap_future(self.warm_up())
 
-        def start() -> tuple[Job, list[Event]]:
-            job = Job(runtime, request)
+        def start() -> tuple[Decoding, list[Event]]:
+            job = Decoding(runtime, request)
             if request.stream or job.done:
                 return job, job.opening
             return job, job.opening + job.advance_slice(self._contended)
@@ -180,10 +177,6 @@ class ReferenceBackend:
         return rows, sum(len(ids) for part in parts for ids in part)
 
 
-def from_settings(settings: Settings) -> ReferenceBackend:
-    """The registry's factory (see :mod:`mockserver.backends`)."""
-    from mockserver.media.vectors import MAX_INPUT_TOKENS
-
-    # Embedding inputs reach MAX_INPUT_TOKENS whatever the generation windows are.
-    longest = max([settings.context_window, MAX_INPUT_TOKENS, *settings.model_windows().values()])
-    return ReferenceBackend(threads=settings.model_threads, max_positions=longest)
+def from_parts(parts: Parts) -> Backend:
+    """The registry's factory (see :mod:`mockserver.backends`): the app's one model backend."""
+    return parts.reference()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from mockserver.spine.events import ChoiceEvent, Event, TextDelta, Usage
+from mockserver.spine.events import CHOICE_EVENTS, ChoiceEvent, Event, TextDelta, Usage
 from mockserver.spine.request import GenerationRequest
 
 __all__ = ["best_of"]
@@ -40,6 +40,8 @@ async def best_of(
             if isinstance(event, Usage):
                 usage = event
                 continue
+            if not isinstance(event, CHOICE_EVENTS):
+                continue  # the model's own events are all per choice
             per_choice.setdefault(event.index, []).append(event)
             if isinstance(event, TextDelta) and not event.echo:
                 scores[event.index] = scores.get(event.index, 0.0) + sum(t.logprob or 0.0 for t in event.tokens)

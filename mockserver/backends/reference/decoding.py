@@ -1,8 +1,8 @@
 """One request's generation on the reference model: its choices, and the steps that advance them.
 
-A :class:`Job` lives on the model's pool threads only (the backend in
+A :class:`Decoding` lives on the model's pool threads only (the backend in
 :mod:`mockserver.backends.reference.backend` schedules it): ``__init__`` prefills every prompt and
-opens the choices; each :meth:`Job.advance` samples one token for every live choice — or
+opens the choices; each :meth:`Decoding.advance` samples one token for every live choice — or
 plays the next token of a decided answer (:mod:`mockserver.backends.recital`), or of a
 reasoning model's thinking — and returns the events that made.
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from mockserver.backends import prompts
 from mockserver.backends.recital import Recital
-from mockserver.errors import ContextLengthExceeded, InvalidRequest
 from mockserver.spine.events import (
     Candidate,
     Event,
@@ -32,18 +32,18 @@ from mockserver.spine.events import (
     Token,
     Usage,
 )
-from mockserver.spine.request import Answer, GenerationRequest, Prompt
+from mockserver.spine.request import Answer, GenerationRequest
 from mockserver.spine.seeding import choice_seed
 from mockserver.spine.stopping import TextAssembler
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from mockserver.backends.reference.backend import Runtime
+    from mockserver.backends.reference.runtime import Runtime
     from mockserver.backends.reference.sampling import Sampler
     from mockserver.gpt.model import KVCache
 
-__all__ = ["SLICE_ALONE", "SLICE_SHARED", "Choice", "Job"]
+__all__ = ["SLICE_ALONE", "SLICE_SHARED", "Choice", "Decoding"]
 
 SLICE_SHARED = 0.004  # a non-streamed request's pool task, when other work is waiting
 SLICE_ALONE = 0.1  # ... and when none is: a lone request finishes in one task
@@ -72,7 +72,7 @@ class Choice:
         return self.recital.produced if self.recital is not None else self.sampler.sampled
 
 
-class Job:
+class Decoding:
     """One request's state between steps. Runs only on pool threads, one step at a time."""
 
     def __init__(self, runtime: Runtime, request: GenerationRequest) -> None:
@@ -89,15 +89,10 @@ class Job:
         self.stop_ids = frozenset(params.stop_token_ids)
         self.opening: list[Event] = []
         self.choices: list[Choice] = []
-        param = "messages" if request.endpoint == "chat" else "prompt"
-        encoded = [self._encode(p, param) for p in request.prompts]
-        # Images cost prompt tokens (and context) though the model never sees them.
-        images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
-        sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
-        budgets = [self._budget(size, param) for size in sizes]  # all checked before any compute
-        self.prompt_tokens = sum(sizes)
+        prepared = prompts.prepare(request, tok)  # every prompt checked before any compute
+        self.prompt_tokens = sum(p.size for p in prepared)
         score = (params.echo and params.logprobs is not None) or params.prompt_logprobs is not None
-        for p, (ids, size) in enumerate(zip(encoded, sizes, strict=True)):
+        for p, (ids, size, budget) in enumerate((q.ids, q.size, q.budget) for q in prepared):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
             logits, cache = runtime.model.prefill(ids or [tok.eos_id], all_logits=score)
             scores = sampling.log_probs(logits) if score else None
@@ -122,7 +117,7 @@ class Job:
                     assembler=TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0),
                     logits=logits[-1],
                     cache=cache.fork(),
-                    budget=budgets[p],
+                    budget=budget,
                     thinking=request.think > 0 and request.endpoint == "chat" and not request.answers,
                 )
                 self.choices.append(choice)
@@ -154,67 +149,16 @@ class Job:
             rows = choice.logits.unsqueeze(0) if after is None else torch.cat((choice.logits.unsqueeze(0), after))
             choice.scores = self._sampling.log_probs(rows)
 
-    def _encode(self, prompt: Prompt, param: str) -> list[int]:
-        from mockserver.gpt.tokenizer import NotUnicode
-
-        try:
-            return self._tokens(prompt, param)
-        except NotUnicode as exc:
-            raise InvalidRequest(f"Invalid value for '{param}': {exc}.", param=param) from None
-
-    def _tokens(self, prompt: Prompt, param: str) -> list[int]:
-        tok = self.runtime.tokenizer
-        keep = self.request.sampling.keep_prompt_tokens
-        if prompt.messages is not None:
-            turns = [(m.role, m.content) for m in prompt.messages]
-            if self.request.think and not self.request.answers:
-                # A reasoning model's turn opens as a "think" turn; the assistant's follows it.
-                rendered = [*tok.render_chat(turns, generation_prompt=False), tok.im_start_id, *tok.encode("think\n")]
-            else:
-                rendered = tok.render_chat(turns)
-            return rendered[-keep:] if keep is not None else rendered
-        if prompt.token_ids is not None:
-            bad = [t for t in prompt.token_ids if not 0 <= t < tok.vocab_size]
-            if bad:
-                raise InvalidRequest(
-                    f"Invalid token id {bad[0]} in prompt: ids must be in [0, {tok.vocab_size}).",
-                    param=param,
-                )
-            ids = list(prompt.token_ids)
-        else:
-            ids = tok.encode(prompt.text or "")
-        if prompt.suffix is not None:
-            # Insert mode. The model was never trained to infill, so the suffix conditions it
-            # the one way it can read: as a document of its own placed before the prompt.
-            ids = [*tok.encode(prompt.suffix), tok.eos_id, *ids]
-        return ids[-keep:] if keep is not None else ids
-
-    def _budget(self, prompt_len: int, param: str) -> int:
-        window = self.request.context_window
-        params = self.request.sampling
-        wanted = params.max_tokens
-        if wanted is None or (params.truncate and prompt_len < window):  # fill what is left
-            if prompt_len >= window:
-                raise ContextLengthExceeded(window, prompt_len, 1, param)
-            return window - prompt_len if wanted is None else min(wanted, window - prompt_len)
-        if prompt_len + wanted > window:
-            raise ContextLengthExceeded(window, prompt_len, wanted, param)
-        return wanted
-
     def _echo(self, ids: list[int], scores: Tensor | None) -> TextDelta:
         """The prompt as completions' ``echo`` returns it, scored when logprobs are asked."""
-        tok = self.runtime.tokenizer
-        assembler = TextAssembler(())
         with_scores = scores is not None and self.request.sampling.logprobs is not None
-        tokens: list[Token] = []
-        for position, token_id in enumerate(ids):
+
+        def make(token_id: int, position: int) -> Callable[[str], Token]:
             # Nothing precedes the first prompt token, so it has no logprob (OpenAI: null).
             previous = scores[position - 1] if with_scores and scores is not None and position > 0 else None
-            make = self._token_maker(token_id, previous)
-            tokens.extend(assembler.push(tok.token_bytes(token_id), make))
-        tokens.extend(assembler.flush())
-        text = "".join(t.text for t in tokens)
-        return TextDelta(0, text, tuple(tokens) if with_scores else (), echo=True)
+            return self._token_maker(token_id, previous)
+
+        return prompts.echo(ids, self.runtime.tokenizer, make, with_scores)
 
     def _prompt_logprobs(self, ids: list[int], scores: Tensor | None) -> tuple[PromptPosition | None, ...]:
         """vLLM's ``prompt_logprobs``: each prompt token's score, rank and top alternatives."""
@@ -335,13 +279,6 @@ class Job:
 
     def _recital_step(self, choice: Choice, recital: Recital) -> list[Event]:
         """Release the next token of a decided answer (no model compute: it was scored)."""
-        position = recital.produced
-        scores = choice.scores[position] if choice.scores is not None else None
-        released, reason, matched = recital.advance(lambda token_id: self._token_maker(token_id, scores))
-        events: list[Event] = list(released)
-        if reason is None and recital.produced >= choice.budget:
-            events.extend(recital.cut())
-            reason = "length"
-        if reason is not None:
-            events.extend(self._finish(choice, reason, matched))
-        return events
+        scores = choice.scores[recital.produced] if choice.scores is not None else None
+        events, choice.done = recital.step(choice.budget, lambda token_id: self._token_maker(token_id, scores))
+        return list(events)

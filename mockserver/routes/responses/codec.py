@@ -14,11 +14,12 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mockserver.answers import reasoning
-from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
+from mockserver.http.body import Json
 from mockserver.media import vision
-from mockserver.profiles import Profile
+from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import params
+from mockserver.routes.codec import Conversation, Options
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import (
     LOGPROBS_INCLUDE,
@@ -29,24 +30,24 @@ from mockserver.schemas.responses import (
     ResponsesRequest,
 )
 from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
-from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Prompt, Tool
+from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Prompt, Surface, Tool
 from mockserver.spine.seeding import digest
 
 _W = TypeVar("_W", bound=BaseModel)
 
 __all__ = [
+    "CODEC",
+    "ResponsesCodec",
     "assistant_text",
     "conversation",
     "generation",
     "image_costs",
     "input_items",
     "item_id",
+    "messages",
     "text_format",
     "tools",
 ]
-
-Json = dict[str, Any]
-Conversation = tuple[tuple[str, str], ...]
 
 
 def item_id(prefix: str, response_id: str, index: int) -> str:
@@ -198,29 +199,51 @@ def text_format(body: ResponsesRequest) -> JsonFormat | None:
     return json_format(_validated(ResponseFormat, raw, "text.format"), "text.format")
 
 
+def messages(instructions: str | None, turns: Conversation, images: tuple[int, ...] = ()) -> tuple[ChatMessage, ...]:
+    """The chat the model reads; ``images`` are the image tokens of the *last* turns (the
+    request's own input: earlier turns of a stored conversation keep only their text)."""
+    head = (ChatMessage("system", instructions),) if instructions else ()
+    costs = (0,) * (len(turns) - len(images)) + images
+    return head + tuple(ChatMessage(role, text, cost) for (role, text), cost in zip(turns, costs, strict=True))
+
+
+class ResponsesCodec:
+    """The request side of ``POST /v1/responses`` (its answers are narrated by
+    :class:`~mockserver.routes.responses.narrator.ResponseNarrator`)."""
+
+    schema = ResponsesRequest
+    surface: Surface = "responses"
+    endpoint: Endpoint = "chat"  # read against the fields profiles document for chat
+    id_prefix = "resp_"
+
+    def to_generation(self, body: ResponsesRequest, profile: Profile, options: Options) -> GenerationRequest:
+        """A chat generation of the conversation so far (``options.history``) and the input."""
+        turns = messages(body.instructions, options.history + conversation(body), image_costs(body))
+        return generation(turns, body, profile, options)
+
+
 def generation(
-    messages: tuple[ChatMessage, ...], body: Any, ctx: ServerContext, profile: Profile, canonical: bytes, seed: int
+    turns: tuple[ChatMessage, ...], body: ResponsesRequest | InputTokensRequest, profile: Profile, options: Options
 ) -> GenerationRequest:
-    """A chat generation of ``messages`` with the body's sampling fields."""
+    """A chat generation of ``turns`` with the body's sampling fields."""
     include = getattr(body, "include", None) or []
     wants = LOGPROBS_INCLUDE in include
     max_tokens = getattr(body, "max_output_tokens", None)
     sampling = params.sampling(
-        body,
+        body,  # type: ignore[arg-type]
         profile,
-        ctx.vocab_size,
+        options.vocab_size,
         max_tokens=max_tokens if max_tokens is not None else profile.default_max_tokens["chat"],
-        logprobs=(body.top_logprobs or 0) if wants else None,
+        logprobs=(getattr(body, "top_logprobs", None) or 0) if wants else None,
     )
     gen = GenerationRequest(
         endpoint="chat",
         model=body.model,
-        prompts=(Prompt(messages=messages),),
+        prompts=(Prompt(messages=turns),),
         n=1,
         sampling=sampling,
-        seed=seed,
-        context_window=ctx.context_window(body.model, profile),
-        canonical=canonical,
+        seed=0,  # the handler's: given, or derived from the canonical body
+        context_window=options.models.context_window(body.model, profile),
         stream=bool(getattr(body, "stream", False)),
     )
     if not isinstance(body, ResponsesRequest):
@@ -236,6 +259,9 @@ def generation(
         max_tool_calls=body.max_tool_calls,
         response_format=text_format(body),
         think=reasoning.think_budget(
-            body.model, (body.reasoning or {}).get("effort"), ctx.settings.reasoning_models, "reasoning.effort"
+            body.model, (body.reasoning or {}).get("effort"), options.reasoning_models, "reasoning.effort"
         ),
     )
+
+
+CODEC = ResponsesCodec()

@@ -3,41 +3,45 @@ items, count input tokens.
 
 Creating decodes the body with the codec (:mod:`mockserver.routes.responses.codec`), gives
 the response the first of its deterministic ids that is free in the store, and hands a
-:class:`~mockserver.responses.lifecycle.Job` to the lifecycle: run in the foreground (folded into one
-body, or streamed), or spawned in the background and followed from the store.
+:class:`~mockserver.responses.lifecycle.Run` to the lifecycle: run in the foreground (folded into
+one body, or streamed), or spawned in the background and followed from the store. The handler
+is the one every generation endpoint shares (:mod:`mockserver.routes.handler`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver.answers import director
+from mockserver.backends import prompts
 from mockserver.context import ServerContext
-from mockserver.faults.catalogue import Fault
-from mockserver.faults.injector import BODY_KEY, PLAN_KEY
-from mockserver.http.sse import dumps, event_sse_response
-from mockserver.responses.lifecycle import Job, Lifecycle
+from mockserver.errors import APIError
+from mockserver.faults.plan import applicable, note, planned
+from mockserver.gpt.tokenizer import Tokenizer
+from mockserver.http.body import json_body
+from mockserver.http.link import Link
+from mockserver.http.sse import Framing, dumps, event_stream
+from mockserver.responses.lifecycle import Lifecycle, Run
 from mockserver.responses.store import Record
 from mockserver.routes import params
-from mockserver.routes.handler import parse_json
+from mockserver.routes.codec import Conversation, Options
+from mockserver.routes.handler import Family, Prepared, chained, handle, opened, recorded_response, stream_faults
 from mockserver.routes.responses import codec
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
-from mockserver.schemas.common import WireModel, invalid_request
+from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.spine import seeding
-from mockserver.spine.events import Event
-from mockserver.spine.request import ChatMessage, GenerationRequest, Prompt, Sampling
+from mockserver.spine.events import Event, RecordedHead
+from mockserver.spine.request import GenerationRequest, Prompt, Sampling
 
-__all__ = ["routes"]
-
-_M = TypeVar("_M", bound=WireModel)
+__all__ = ["FAMILY", "deliver", "prelude", "routes"]
 
 # IncludeEnum of the spec: accepted; only the logprobs one changes anything here.
 _INCLUDES = frozenset(
@@ -58,26 +62,12 @@ def _json(body: Any, headers: dict[str, str] | None = None) -> Response:
     return Response(dumps(body), media_type="application/json", headers=headers)
 
 
-def _lifecycle(request: Request) -> tuple[ServerContext, Lifecycle]:
+def _lifecycle(request: Request) -> Lifecycle:
     ctx: ServerContext = request.app.state.ctx
-    if ctx.responses is None:
-        raise RuntimeError("the app was built without a Responses lifecycle")
-    return ctx, ctx.responses
+    return ctx.responses
 
 
-async def _body(request: Request, schema: type[_M]) -> tuple[dict[str, Any], _M]:
-    parsed = request.scope.get(BODY_KEY)  # the injector read and parsed the body already
-    raw = parsed[1] if parsed is not None and isinstance(parsed[1], dict) else parse_json(await request.body())
-    ctx: ServerContext = request.app.state.ctx
-    # Only extra_body is lifted: no profile documents Responses fields yet, so none are dropped.
-    data = params.prepare(raw, ctx.profile_of(request.scope), "chat", strict=False)
-    try:
-        return data, schema.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
-
-
-async def _history(lifecycle: Lifecycle, previous: str | None) -> codec.Conversation:
+async def _history(lifecycle: Lifecycle, previous: str | None) -> Conversation:
     """The conversation ``previous_response_id`` continues: its input, then its output."""
     if previous is None:
         return ()
@@ -85,75 +75,72 @@ async def _history(lifecycle: Lifecycle, previous: str | None) -> codec.Conversa
     return (*record.messages, ("assistant", codec.assistant_text(record.response)))
 
 
-def _messages(
-    instructions: str | None, turns: codec.Conversation, images: tuple[int, ...] = ()
-) -> tuple[ChatMessage, ...]:
-    """The chat the model reads; ``images`` are the image tokens of the *last* turns (the
-    request's own input: earlier turns of a stored conversation keep only their text)."""
-    head = (ChatMessage("system", instructions),) if instructions else ()
-    costs = (0,) * (len(turns) - len(images)) + images
-    return head + tuple(ChatMessage(role, text, cost) for (role, text), cost in zip(turns, costs, strict=True))
-
-
-async def create(request: Request) -> Response:
-    ctx, lifecycle = _lifecycle(request)
-    profile = ctx.profile_of(request.scope)
-    faults: tuple[Fault, ...] = request.scope.get(PLAN_KEY, ())
-    data, body = await _body(request, ResponsesRequest)
+async def prelude(ctx: ServerContext, body: ResponsesRequest) -> Options:
+    """What must be checked and read before the request can be built: ``include``, whether a
+    background response is stored, and the conversation it continues."""
     unknown = sorted(set(body.include or ()) - _INCLUDES)
     if unknown:
         raise params.invalid("include", f"'{unknown[0]}' is not one of {', '.join(sorted(_INCLUDES))}.")
-    stored, background, stream = body.store is not False, bool(body.background), bool(body.stream)
-    if background and not stored:
+    if body.background and body.store is False:
         raise params.invalid("background", "background responses must be stored ('store' cannot be false).")
-    history = await _history(lifecycle, body.previous_response_id)
-    own = codec.conversation(body)
-    canonical = seeding.canonical(data)
-    seed = body.seed if body.seed is not None else seeding.derive_seed(canonical, ctx.settings.seed)
-    gen = director.direct(
-        codec.generation(
-            _messages(body.instructions, history + own, codec.image_costs(body)), body, ctx, profile, canonical, seed
-        ),
-        ctx.script,
-        "responses",
-        request.headers.get("x-mockserver-session"),
-        frozenset(f.name for f in faults),
-    )
-    headers = {"x-mockserver-seed": str(seed)}
-    # A foreground request's errors (context overflow) are an HTTP status: prime it first.
-    primed = None if background else await ctx.engine.primed(gen, faults)
+    return replace(ctx.options, history=await _history(ctx.responses, body.previous_response_id))
+
+
+async def deliver(prepared: Prepared) -> Response:
+    """Run the response through the lifecycle: in the foreground (folded into one body, or
+    streamed), or spawned in the background and followed from the store. It gets the first of
+    its deterministic ids that is free in the store. A recording's answer goes out as it was."""
+    ctx, call, plan, scope = prepared.ctx, prepared.call, prepared.plan, prepared.request.scope
+    lifecycle, gen, body = ctx.responses, call.gen, call.body
+    stored, background, stream = body.store is not False, bool(body.background), bool(body.stream)
+    failure: APIError | None = None
+    try:
+        by, first, events = await opened(ctx, gen, plan)
+    except APIError as exc:
+        if not background:
+            raise  # a foreground request's errors (context overflow) are an HTTP status
+        by, failure = "reference", exc  # a background run fails, in its record
+    else:
+        if isinstance(first, RecordedHead):
+            return await recorded_response(scope, by, first, events, plan, call.profile.error_style, True)
+    note(scope, applicable(plan, generated=True, stream=stream))
+    headers = {"x-mockserver-seed": str(gen.seed), "x-mockserver-source": by}
     now = ctx.clock.now()
     created_at = int(now)
+    own = codec.conversation(body)
     for n in itertools.count():  # the request's first id not taken by a stored response
-        salt = canonical if n == 0 else canonical + f"#{n}".encode()
-        turn = Turn(seeding.make_id("resp_", salt, seed), created_at, body, stored)
+        salt = gen.canonical if n == 0 else gen.canonical + f"#{n}".encode()
+        turn = Turn(seeding.make_id("resp_", salt, gen.seed), created_at, body, stored)
         narrator = ResponseNarrator(turn, ctx.clock)
         record = Record(
             id=turn.id,
             response=narrator.snapshot("queued" if background else "in_progress"),
             input_items=codec.input_items(body, turn.id),
-            messages=history + own,
+            messages=prepared.options.history + own,
             background=background,
             stream=stream,
         )
         if not stored or await lifecycle.store.create(record):
             break
-    if background:
-        lifecycle.spawn(Job(turn.id, narrator, lambda: ctx.engine.primed(gen, faults), True, True, now))
-        if stream:
-            return event_sse_response(lifecycle.follow(turn.id, -1), headers)
-        return _json(record.response, headers)
-    assert primed is not None
-    ready = primed
 
     async def source() -> AsyncIterator[Event]:
-        return ready
+        if failure is not None:
+            raise failure
+        return chained(first, events)
 
-    job = Job(turn.id, narrator, source, False, stored)
+    run = Run(turn.id, narrator, source, background, stored, now)
+    link = Link()
+    framing = Framing(named=True, done=False, style=call.profile.error_style)
+    faults = stream_faults(plan, link)
+    if background:
+        lifecycle.spawn(run)
+        if stream:
+            return event_stream(lifecycle.follow(turn.id, -1), framing, headers, faults, link)
+        return _json(record.response, headers)
     if stream:
-        return event_sse_response(lifecycle.run(job), headers)
+        return event_stream(lifecycle.run(run), framing, headers, faults, link)
     final: dict[str, Any] = record.response
-    async for event in lifecycle.run(job):
+    async for event in lifecycle.run(run):
         final = event.get("response", final)
     return _json(final, headers)
 
@@ -170,7 +157,7 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 
 async def retrieve(request: Request) -> Response:
     """The stored response; with ``?stream=true`` its stream, after ``starting_after``."""
-    _, lifecycle = _lifecycle(request)
+    lifecycle = _lifecycle(request)
     record = await lifecycle.get(request.path_params["response_id"])
     if request.query_params.get("stream", "false").lower() not in ("true", "1"):
         return _json(record.response)
@@ -184,23 +171,28 @@ async def retrieve(request: Request) -> Response:
         raise params.invalid(
             "starting_after", f"{after} is not a sequence number of this stream (0–{record.events - 1})."
         )
-    return event_sse_response(lifecycle.follow(record.id, after))
+    ctx: ServerContext = request.app.state.ctx
+    link = Link()
+    plan = planned(request.scope)
+    note(request.scope, applicable(plan, generated=False, stream=True))
+    framing = Framing(named=True, done=False, style=ctx.profile_of(request.scope).error_style)
+    return event_stream(lifecycle.follow(record.id, after), framing, {}, stream_faults(plan, link), link)
 
 
 async def cancel(request: Request) -> Response:
-    _, lifecycle = _lifecycle(request)
+    lifecycle = _lifecycle(request)
     return _json((await lifecycle.cancel(request.path_params["response_id"])).response)
 
 
 async def delete(request: Request) -> Response:
-    _, lifecycle = _lifecycle(request)
+    lifecycle = _lifecycle(request)
     response_id = request.path_params["response_id"]
     await lifecycle.delete(response_id)
     return _json({"id": response_id, "object": "response", "deleted": True})
 
 
 async def list_input_items(request: Request) -> Response:
-    _, lifecycle = _lifecycle(request)
+    lifecycle = _lifecycle(request)
     record = await lifecycle.get(request.path_params["response_id"])
     limit = _int(request, "limit", 20)
     assert limit is not None
@@ -229,21 +221,31 @@ async def list_input_items(request: Request) -> Response:
 
 
 async def input_tokens(request: Request) -> Response:
-    """Tokens the model would read: the rendered conversation, counted by the backend itself
-    (one greedy step, so any backend's count is its own)."""
-    ctx, lifecycle = _lifecycle(request)
+    """Tokens the model would read: the rendered conversation, counted by the shipped tokenizer
+    exactly as a generation counts its prompt (no model needed)."""
+    ctx: ServerContext = request.app.state.ctx
     profile = ctx.profile_of(request.scope)
-    _, body = await _body(request, InputTokensRequest)
-    history = await _history(lifecycle, body.previous_response_id)
-    messages = _messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
-    window = ctx.context_window(body.model, profile)
-    gen = GenerationRequest("chat", body.model, (Prompt(messages=messages),), 1, _COUNT, 0, window)
-    result = await ctx.engine.complete(gen)
-    counted = result.usage.prompt_tokens if result.usage is not None else 0
+    _, data = await json_body(request)
+    # Only extra_body is lifted: no profile documents Responses fields yet, so none are dropped.
+    data = params.prepare(data, profile, "chat", strict=False)
+    try:
+        body = InputTokensRequest.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
+    history = await _history(ctx.responses, body.previous_response_id)
+    turns = codec.messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
+    window = ctx.options.models.context_window(body.model, profile)
+    gen = GenerationRequest("chat", body.model, (Prompt(messages=turns),), 1, _COUNT, 0, window)
+    counted = sum(p.size for p in prompts.prepare(gen, Tokenizer.shipped()))
     return _json({"object": "response.input_tokens", "input_tokens": counted})
 
 
-_COUNT = Sampling(temperature=0.0, max_tokens=1)
+_COUNT = Sampling(temperature=0.0, max_tokens=1)  # room for one token: the window is checked as a generation's
+FAMILY = Family(codec.CODEC, deliver, prelude)
+
+
+async def create(request: Request) -> Response:
+    return await handle(request, FAMILY)
 
 
 def routes() -> list[BaseRoute]:

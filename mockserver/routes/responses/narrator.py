@@ -1,6 +1,6 @@
 """The Responses narrator: engine events → Responses stream events and Response objects.
 
-It folds every event into a :class:`~mockserver.spine.result` (the one fold) and builds
+It folds every event into a :class:`~mockserver.spine.result.Result` (the one fold) and builds
 both the stream events and the Response object from it, so a streamed response, its stored
 snapshot and its non-streamed twin cannot disagree. The request side (input → a chat
 generation) is :mod:`mockserver.routes.responses.codec`.

@@ -1,0 +1,116 @@
+"""The ``record`` backend: the upstream answers, and its answer is written to a cassette.
+
+It proxies the request to ``--upstream`` and tees the response: every chunk goes on (as a
+:class:`~mockserver.spine.events.RecordedFrame`) the moment it arrives and is captured with
+its time offset; when the body ends — however it ends, the client gone included — the
+interaction is redacted and appended to the cassette atomically, off the event loop, and
+indexed so the next identical request replays it. It takes part only when the request's record
+mode records it (see :mod:`mockserver.cassettes.library`); the upstream key comes from the
+environment, never from a file, and is never written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import httpx
+
+from mockserver.cassettes.format import Interaction, Request, Response, StreamCapture
+from mockserver.cassettes.library import HOP, MISS_HEADERS, Library
+from mockserver.errors import APIError, NotFound
+from mockserver.http.headers import PREFIX
+from mockserver.spine.backend import Declined
+from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
+from mockserver.spine.request import GenerationRequest, Source
+
+if TYPE_CHECKING:
+    from mockserver.backends import Parts
+
+__all__ = ["RecordBackend", "UpstreamError", "from_parts"]
+
+_NOT_UPSTREAM = frozenset({"host", "content-length", "connection", "accept-encoding", "authorization"})
+
+
+class UpstreamError(APIError):
+    status = 502
+    type = "upstream_error"
+
+
+class RecordBackend:
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        self._client: httpx.AsyncClient | None = None
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        return self.answer(request.source)
+
+    async def answer(self, source: Source) -> AsyncIterator[Event]:
+        library, options = self.library, self.library.options
+        if not library.records(source):
+            raise Declined()
+        if not options.upstream:
+            raise Declined(
+                NotFound("Recording is on but no --upstream is set.", code="cassette_miss", headers=dict(MISS_HEADERS))
+            )
+        cassette = library.cassette(source)
+        url = options.upstream.rstrip("/") + source.target
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in source.headers
+            if k.decode("latin-1") not in _NOT_UPSTREAM and not k.startswith(PREFIX)
+        ]
+        auth = next((v.decode("latin-1") for k, v in source.headers if k == b"authorization"), None)
+        if options.upstream_key is not None:
+            headers.append(("authorization", f"Bearer {options.upstream_key}"))
+        elif auth:
+            headers.append(("authorization", auth))
+        client = self._client = self._client or httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+        started = time.perf_counter()
+        try:
+            upstream = client.build_request(source.method, url, headers=headers, content=source.body)
+            response = await client.send(upstream, stream=True)
+        except httpx.HTTPError as exc:
+            raise UpstreamError(
+                f"The upstream {options.upstream} could not be reached: {type(exc).__name__}.",
+                headers={"x-mockserver-source": "record"},
+            ) from None
+        kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP)
+        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+        capture = StreamCapture()
+        end = "done"
+        try:
+            yield RecordedHead(
+                response.status_code, tuple((k.lower().encode(), v.encode()) for k, v in kept), streaming
+            )
+            try:
+                async for chunk in response.aiter_bytes():  # decoded: the cassette keeps plain bodies
+                    capture.feed(chunk, time.perf_counter() - started)
+                    yield RecordedFrame(chunk)
+            except httpx.HTTPError:
+                end = "reset"  # written as the recording's end; this client's body just ends
+            yield RecordedEnd("done")
+        finally:
+            await response.aclose()
+            elapsed = time.perf_counter() - started
+            stream = capture.finish("done")
+            if streaming:
+                ended = bool(stream.events) and b"[DONE]" in stream.events[-1].data
+                stream = replace(stream, end="reset" if end == "reset" else ("done" if ended else "eof"))
+                recorded = Response.streamed(response.status_code, kept, stream, response.reason_phrase, elapsed)
+            else:
+                body = b"".join(e.data for e in stream.events)
+                recorded = Response(response.status_code, kept, body, response.reason_phrase, None, elapsed)
+            interaction = Interaction(Request(source.method, url, tuple(headers), source.body), recorded).redacted()
+            await library.keep(cassette, interaction)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def from_parts(parts: Parts) -> RecordBackend:
+    """The registry's factory (see :mod:`mockserver.backends`)."""
+    return RecordBackend(parts.library())

@@ -1,0 +1,100 @@
+"""The ``replay`` backend: a recorded interaction, served as the provider's own bytes.
+
+A request some cassette recorded (matched on method, path, query and canonical body; see
+:mod:`mockserver.cassettes.matching`) is answered with events that carry the recording:
+:class:`~mockserver.spine.events.RecordedHead` (status and headers), the body's frames, and
+how the body ended — a recorded reset replays as a reset. Refolding happens here, once: a
+streamed recording serves a request that does not stream folded into one body, and a plain
+one serves a streamed request unfolded into events (:mod:`mockserver.cassettes.refold`).
+Frames leave at their recorded offsets × the replay pace (0: at once).
+
+A request nothing recorded is declined with the miss that names the closest recording, which
+the client gets when no later backend answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from mockserver.cassettes.format import Interaction
+from mockserver.cassettes.library import HOP, Library, decoded
+from mockserver.cassettes.order import ReplayOrder
+from mockserver.cassettes.refold import fold, unfold
+from mockserver.http.sse import dumps
+from mockserver.spine.backend import Declined
+from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
+from mockserver.spine.request import GenerationRequest, Source
+
+if TYPE_CHECKING:
+    from mockserver.backends import Parts
+
+__all__ = ["ReplayBackend", "from_parts", "replayed"]
+
+Headers = tuple[tuple[bytes, bytes], ...]
+_JSON = (b"content-type", b"application/json")
+_SSE = ((b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"))
+
+
+class ReplayBackend:
+    def __init__(self, library: Library, order: ReplayOrder) -> None:
+        self.library = library
+        self.order = order
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        return self.answer(request.source)
+
+    async def answer(self, source: Source) -> AsyncIterator[Event]:
+        """The recording of ``source`` (any endpoint's: it needs nothing but the request)."""
+        if self.library.mode(source) == "all":
+            raise Declined()
+        interaction = self.library.next(source, self.order)
+        if interaction is None:
+            raise Declined(self.library.miss(source))
+        async for event in replayed(interaction, source, self.library.options.pace):
+            yield event
+
+
+async def replayed(interaction: Interaction, source: Source, pace: float) -> AsyncIterator[Event]:
+    """The events of one recording, in the shape ``source`` asks for."""
+    recorded = interaction.response
+    headers: Headers = tuple((k.lower().encode(), v.encode()) for k, v in recorded.headers if k.lower() not in HOP)
+    plain = tuple(h for h in headers if h[0] != b"content-type")
+    if recorded.stream is not None and not source.stream:  # fold the stream into one body
+        folded = fold(e.data for e in recorded.stream.events)
+        if folded is not None:
+            yield RecordedHead(recorded.status, (*plain, _JSON), stream=False)
+            yield RecordedFrame(dumps(folded))
+            yield RecordedEnd("done")
+            return
+    content = decoded(recorded.body, recorded.header("content-encoding"))
+    if recorded.stream is None and source.stream and recorded.status == 200:  # unfold one body
+        yield RecordedHead(recorded.status, (*plain, *_SSE), stream=True)
+        for frame in unfold(json.loads(content), source.include_usage):
+            yield RecordedFrame(frame)
+        yield RecordedEnd("done")
+        return
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    if recorded.stream is None:
+        if pace and recorded.elapsed:
+            await asyncio.sleep(recorded.elapsed * pace)
+        yield RecordedHead(recorded.status, headers, stream=False)
+        yield RecordedFrame(content)
+        yield RecordedEnd("done")
+        return
+    yield RecordedHead(recorded.status, headers, stream=True)
+    for event in recorded.stream.events:
+        if pace:
+            delay = start + event.offset * pace - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        yield RecordedFrame(event.data)
+    yield RecordedEnd(recorded.stream.end)
+
+
+def from_parts(parts: Parts) -> ReplayBackend:
+    """The registry's factory (see :mod:`mockserver.backends`)."""
+    return ReplayBackend(parts.library(), parts.replay_order)

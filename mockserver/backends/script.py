@@ -1,0 +1,139 @@
+"""The ``script`` backend: answers decided by scripted rules, played without the model.
+
+A rule that matches the request (:mod:`mockserver.answers.script`) decides its answer; any
+other request is declined, for the next backend of the chain. The answer is tokenized with
+the shipped tokenizer and released token by token exactly as the reference backend releases a
+decided answer (:mod:`mockserver.backends.recital`): the same chunks, ``usage``, ``max_tokens``
+cut and stop strings — and no torch. Only a request that asks for scores (``logprobs``, a
+scored ``echo``, ``prompt_logprobs``) hands its decided answer to the model, which scores it
+token by token (teacher forcing) and is loaded for that on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from mockserver.answers import director
+from mockserver.answers.script import Script
+from mockserver.backends import prompts
+from mockserver.backends.recital import Recital
+from mockserver.gpt.tokenizer import Tokenizer
+from mockserver.spine.backend import Backend, Declined
+from mockserver.spine.events import Event, Finished, Started, TextDelta, ToolCallDelta, Usage
+from mockserver.spine.request import Answer, GenerationRequest
+from mockserver.spine.stopping import TextAssembler
+
+if TYPE_CHECKING:
+    from mockserver.backends import Parts
+
+__all__ = ["ScriptBackend", "from_parts", "play"]
+
+
+class ScriptBackend:
+    """Backend over a :class:`~mockserver.answers.script.Script`; ``scorer`` gives the backend
+    that scores an answer when logprobs are asked for (the reference model)."""
+
+    def __init__(
+        self,
+        script: Script,
+        scorer: Callable[[], Backend] | None = None,
+        tokenizer: Callable[[], Tokenizer] = Tokenizer.shipped,
+    ) -> None:
+        self.script = script
+        self._scorer = scorer
+        self._tokenizer = tokenizer
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        if self.script.empty:
+            raise Declined()
+        source = request.source
+        answer = self.script.answer(request, source.surface, source.session)
+        if answer is None:
+            raise Declined()
+        decided = director.scripted(request, answer)
+        if _scored(decided) and self._scorer is not None:
+            async for event in self._scorer().generate(decided):
+                yield event
+            return
+        for event in play(decided, self._tokenizer()):
+            yield event
+
+
+def _scored(request: GenerationRequest) -> bool:
+    params = request.sampling
+    return params.logprobs is not None or params.prompt_logprobs is not None
+
+
+def play(request: GenerationRequest, tok: Tokenizer) -> Iterator[Event]:
+    """The events of ``request``'s decided answers (one per choice), unscored: the very events
+    the reference backend makes of them, in its order — every choice opens, then each step
+    releases the next token of every live choice — so streams are chunked alike. A request
+    that is not streamed gets each choice's consecutive text as one delta (its body is the
+    same fold, for less work)."""
+    params = request.sampling
+    make = prompts.plain_token(tok)
+    prepared = prompts.prepare(request, tok)
+    live: list[tuple[Recital, int]] = []
+    produced: list[Recital] = []
+    opening: list[Event] = []
+    for p, prompt in enumerate(prepared):
+        echo = prompts.echo(prompt.ids, tok, make, False) if params.echo else None
+        for j in range(request.n):
+            index = p * request.n + j
+            opening.append(Started(index, prompt.size))
+            if echo is not None:
+                opening.append(replace(echo, index=index))
+            # The stop strings are armed only where the reference backend arms them: it arms
+            # them after ``min_tokens`` sampled tokens, and a decided answer samples none.
+            assembler = TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0)
+            answer = request.answers[index] if request.answers else None
+            recital = Recital(index, answer or Answer(), tok.encode, tok.token_bytes, assembler, False)
+            produced.append(recital)
+            if prompt.budget == 0:  # max_tokens 0: the prompt (with echo) and nothing else
+                opening.append(Finished(index, "length"))
+            elif recital.done:  # an empty answer
+                opening.append(Finished(index, recital.reason))
+            else:
+                live.append((recital, prompt.budget))
+    events = opening
+    while live:
+        still: list[tuple[Recital, int]] = []
+        for recital, budget in live:
+            released, ended = recital.step(budget, lambda token_id: make(token_id, 0))
+            events.extend(released)
+            if not ended:
+                still.append((recital, budget))
+        live = still
+    events.append(Usage(sum(p.size for p in prepared), sum(r.produced for r in produced)))
+    return iter(events if request.stream else _joined(events))
+
+
+def _joined(events: list[Event]) -> list[Event]:
+    """Consecutive text (and tool-call argument) deltas of one choice joined into one."""
+    out: list[Event] = []
+    for event in events:
+        last = out[-1] if out else None
+        if (
+            isinstance(event, TextDelta)
+            and isinstance(last, TextDelta)
+            and (last.index, last.echo) == (event.index, event.echo)
+        ):
+            out[-1] = TextDelta(event.index, last.text + event.text, last.tokens + event.tokens, event.echo)
+        elif (
+            isinstance(event, ToolCallDelta)
+            and isinstance(last, ToolCallDelta)
+            and (last.index, last.call_index) == (event.index, event.call_index)
+            and event.id is None
+            and event.name is None
+        ):
+            out[-1] = replace(last, arguments=last.arguments + event.arguments)
+        else:
+            out.append(event)
+    return out
+
+
+def from_parts(parts: Parts) -> ScriptBackend:
+    """The registry's factory (see :mod:`mockserver.backends`)."""
+    return ScriptBackend(parts.script, scorer=parts.reference)

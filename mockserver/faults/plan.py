@@ -1,0 +1,41 @@
+"""A request's faults between the edge that decides them and the code that applies them.
+
+The injector (:mod:`mockserver.faults.injector`) decides the plan and leaves it in the ASGI
+scope; whatever applies a fault notes it in the scope's *applied* list — the injector its
+HTTP and transport faults, the generation handler those its answer really gets. Only applied
+faults are reported (``x-mockserver-faults``, the journal, ``/metrics``): a stream fault on a
+request that does not stream, a content fault on a replayed recording, or a latency fault on
+an endpoint that generates nothing is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping, Sequence
+from typing import Any
+
+from mockserver.faults.catalogue import Fault
+
+__all__ = ["APPLIED_KEY", "PLAN_KEY", "applicable", "note", "planned"]
+
+PLAN_KEY = "mockserver.faults"  # tuple[Fault, ...]: decided at the edge
+APPLIED_KEY = "mockserver.applied"  # list[Fault]: applied so far (shared by copies of the scope)
+
+
+def planned(scope: MutableMapping[str, Any]) -> tuple[Fault, ...]:
+    found: tuple[Fault, ...] = scope.get(PLAN_KEY, ())
+    return found
+
+
+def note(scope: MutableMapping[str, Any], faults: Iterable[Fault]) -> None:
+    """Report ``faults`` as applied to this request's response."""
+    applied: list[Fault] | None = scope.get(APPLIED_KEY)
+    if applied is not None:
+        applied.extend(f for f in faults if f not in applied)
+
+
+def applicable(plan: Sequence[Fault], *, generated: bool, stream: bool) -> list[Fault]:
+    """The faults of ``plan`` a generation's answer gets: latency always, content faults when
+    the answer is generated (not a recording), stream faults when it streams."""
+    return [
+        f for f in plan if f.kind == "latency" or (f.kind == "content" and generated) or (f.kind == "stream" and stream)
+    ]

@@ -1,0 +1,41 @@
+"""Every ``x-mockserver-*`` header, named once (as ASGI gives header names: lower-case bytes).
+
+Asked by clients: ``session`` (a test worker's own rules, journal and replay places),
+``fault`` (faults for this request), ``cassette`` and ``record-mode`` (which recordings, and
+whether to record). Sent back: ``seed`` (the request's seed), ``faults`` (the faults applied),
+``source`` (which backend answered: ``script``, ``replay``, ``record``, ``reference``, or
+``miss`` for a cassette miss).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CASSETTE",
+    "FAULT",
+    "FAULTS",
+    "PREFIX",
+    "RECORD_MODE",
+    "RETRY_COUNT",
+    "SEED",
+    "SESSION",
+    "SOURCE",
+    "header",
+]
+
+PREFIX = b"x-mockserver-"
+SESSION = b"x-mockserver-session"
+FAULT = b"x-mockserver-fault"
+CASSETTE = b"x-mockserver-cassette"
+RECORD_MODE = b"x-mockserver-record-mode"
+SEED = b"x-mockserver-seed"
+FAULTS = b"x-mockserver-faults"
+SOURCE = b"x-mockserver-source"
+RETRY_COUNT = b"x-stainless-retry-count"  # the OpenAI SDKs' retry attempt (0 for the first)
+
+
+def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of ``name`` in ASGI ``headers`` (latin-1, as HTTP has it), or None."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None

@@ -1,0 +1,144 @@
+"""What a codec is: pure functions from the wire to a :class:`GenerationRequest` and from the
+folded :class:`Result` (or one event) back to the wire, testable with no server.
+
+An endpoint family (chat, completions, Responses) is a codec and nothing else; the one handler
+(:mod:`mockserver.routes.handler`) does the rest. Codecs read the body, the profile answering
+and :class:`Options` — a few values fixed for the app, never the settings as a whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mockserver.answers.reasoning import DEFAULT_PATTERNS
+from mockserver.http.body import Json
+from mockserver.profiles import Endpoint, Models, Profile
+from mockserver.schemas.common import GenerationFields
+from mockserver.spine.events import Event, Usage
+from mockserver.spine.request import GenerationRequest, Surface
+from mockserver.spine.result import Result
+
+__all__ = ["Call", "Codec", "Conversation", "Options", "usage_body"]
+
+Conversation = tuple[tuple[str, str], ...]  # (role, text) turns
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What codecs read besides the body and the profile."""
+
+    strict: bool = False  # answer exactly as the profile's provider documents
+    vocab_size: int | None = None  # the model's vocabulary (logit_bias, stop_token_ids)
+    models: Models = field(default_factory=Models)
+    reasoning_models: tuple[str, ...] = DEFAULT_PATTERNS
+    # The conversation a stored response continues (Responses' previous_response_id).
+    history: Conversation = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request as the codec sees it while encoding: what was asked, and as whom."""
+
+    gen: GenerationRequest
+    body: Any  # the validated wire body (codec-specific details)
+    profile: Profile
+    id: str
+    created: int
+    include_usage: bool = False
+    service_tier: str | None = None  # reported in the body (None: no such field)
+
+    @property
+    def usage_on_last_chunk(self) -> bool:
+        """Streams carry usage on their last chunk unasked (Fireworks, Together)."""
+        return self.profile.usage_in_stream == "always" and not self.include_usage
+
+    def envelope(self, obj: str) -> Json:
+        """The fields every body and chunk of this call starts with."""
+        head: Json = {"id": self.id, "object": obj, "created": self.created, "model": self.gen.model}
+        if self.profile.system_fingerprint is not None:
+            head["system_fingerprint"] = self.profile.system_fingerprint
+        head.update(self.profile.extras)
+        if self.service_tier is not None:
+            head["service_tier"] = self.service_tier
+        return head
+
+    def chunk(self, obj: str, choices: list[Json]) -> Json:
+        """A stream chunk; with ``include_usage`` every chunk says ``"usage": null``."""
+        chunk = {**self.envelope(obj), "choices": choices}
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def usage(self, result: Result) -> Json:
+        return usage_body(result.usage, self.profile.usage_details)
+
+    def usage_chunks(self, obj: str, result: Result) -> list[Json]:
+        """The closing usage chunk (``choices: []``), if the client asked for one."""
+        if not self.include_usage:
+            return []
+        return [{**self.envelope(obj), "choices": [], "usage": self.usage(result)}]
+
+    def finish(self, reason: str | None, matched: str | int | None) -> Json:
+        """``finish_reason`` in the profile's words, and vLLM's ``stop_reason`` if it has one."""
+        if reason == "stop" and matched is None:
+            reason = self.profile.eos_finish_reason
+        fields: Json = {"finish_reason": reason}
+        if self.profile.stop_reason:
+            fields["stop_reason"] = matched
+        return fields
+
+
+class Codec(Protocol):
+    """One endpoint family's wire."""
+
+    @property
+    def schema(self) -> type[GenerationFields]: ...
+
+    @property
+    def surface(self) -> Surface: ...
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Which of the profile's documented field lists the body is read against."""
+        ...
+
+    @property
+    def id_prefix(self) -> str: ...
+
+    def to_generation(self, body: Any, profile: Profile, options: Options) -> GenerationRequest:
+        """The request the body asks for (its seed, canonical body and source are the handler's)."""
+        ...
+
+    def encode(self, call: Call, result: Result) -> Json:
+        """The non-streamed body."""
+        ...
+
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[Json]:
+        """The stream frames one event makes (``result`` has folded it already)."""
+        ...
+
+    def encode_end(self, call: Call, result: Result) -> list[Json]:
+        """The frames that close a stream (a usage chunk)."""
+        ...
+
+
+def usage_body(usage: Usage | None, details: str = "openai") -> Json:
+    """Token counts; ``details`` is the profile's style of the ``*_tokens_details`` objects."""
+    u = usage or Usage(0, 0)
+    body: Json = {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+    }
+    if details == "null":
+        body.update(prompt_tokens_details=None, completion_tokens_details=None)
+    elif details == "openai":
+        body["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+        body["completion_tokens_details"] = {
+            "reasoning_tokens": u.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }
+    return body

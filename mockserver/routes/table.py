@@ -1,0 +1,54 @@
+"""The route table: one line per endpoint, each a thin adapter over the spine."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from mockserver.routes import admin, chat, chat_store, completions, docs, embeddings, health, images, models
+from mockserver.routes.handler import Family, Handler, deliver_with, handle, replayable
+from mockserver.routes.responses import endpoints as responses
+
+__all__ = ["CHAT", "COMPLETIONS", "GENERATION", "routes"]
+
+CHAT = Family(chat.CODEC, deliver_with(chat.CODEC))
+COMPLETIONS = Family(completions.CODEC, deliver_with(completions.CODEC))
+GENERATION = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})  # POST: the spine's
+
+
+def endpoint(family: Family) -> Handler:
+    """The route endpoint of a generation family."""
+
+    async def generate(request: Request) -> Response:
+        return await handle(request, family)
+
+    return generate
+
+
+def routes(recorded: bool = False) -> list[BaseRoute]:
+    """Every route; with ``recorded`` (cassettes in the backend chain) the endpoints that
+    generate nothing answer from recordings first too."""
+    table: list[BaseRoute] = [
+        Route("/health", health.health, methods=["GET"]),
+        Route("/openapi.json", docs.openapi_json, methods=["GET"]),
+        Route("/v1/models", models.list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
+        Route("/v1/completions", endpoint(COMPLETIONS), methods=["POST"]),
+        Route("/v1/chat/completions", endpoint(CHAT), methods=["POST"]),
+        Route("/v1/embeddings", embeddings.create, methods=["POST"]),
+        *chat_store.routes(),  # GET on the same path lists stored completions
+        *responses.routes(),
+        *images.routes(),
+        *admin.routes(),
+    ]
+    return [_replayable(route) for route in table] if recorded else table
+
+
+def _replayable(route: BaseRoute) -> BaseRoute:
+    if not isinstance(route, Route) or not route.path.startswith("/v1/"):
+        return route
+    methods = set(route.methods or ()) - {"HEAD"}
+    if route.path in GENERATION and methods == {"POST"}:
+        return route
+    return Route(route.path, replayable(route.endpoint), methods=sorted(methods))
