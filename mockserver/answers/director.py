@@ -25,7 +25,7 @@ from mockserver.errors import InvalidRequest
 from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Tool
 from mockserver.spine.seeding import digest
 
-__all__ = ["call_id", "decide", "scripted"]
+__all__ = ["call_id", "decide", "scripted", "scripted_answers"]
 
 
 _JSON_FAULTS = frozenset({"content.off_schema", "content.bad_arguments"})
@@ -97,10 +97,15 @@ def _faulty(request: GenerationRequest, answer: Answer, faults: frozenset[str]) 
 
 
 def scripted(request: GenerationRequest, answer: Answer) -> GenerationRequest:
-    """``request`` answered by a scripted rule: every choice gets ``answer``, its tool calls'
-    missing arguments and ids filled in."""
+    """``request`` answered by a scripted rule (see :func:`scripted_answers`)."""
+    return replace(request, answers=scripted_answers(request, answer), best_of=None)
+
+
+def scripted_answers(request: GenerationRequest, answer: Answer) -> tuple[Answer | None, ...]:
+    """Every choice's answer when a scripted rule gives ``answer``: its tool calls' missing
+    arguments and ids filled in, broken as the request's JSON-breaking content faults say."""
     count = len(request.prompts) * request.n
-    return _decided(request, [_filled(request, answer, index) for index in range(count)])
+    return _broken(request, [_filled(request, answer, index) for index in range(count)])
 
 
 def decide(request: GenerationRequest) -> GenerationRequest:
@@ -131,7 +136,11 @@ def decide(request: GenerationRequest) -> GenerationRequest:
 
 def _decided(request: GenerationRequest, answers: list[Answer | None]) -> GenerationRequest:
     """``answers`` set, broken first by the request's JSON-breaking content faults."""
+    return replace(request, answers=_broken(request, answers), best_of=None)
+
+
+def _broken(request: GenerationRequest, answers: list[Answer | None]) -> tuple[Answer | None, ...]:
     faults = request.content_faults
     if faults & _JSON_FAULTS:
-        answers = [None if a is None else _faulty(request, a, faults) for a in answers]
-    return replace(request, answers=tuple(answers), best_of=None)
+        return tuple(None if a is None else _faulty(request, a, faults) for a in answers)
+    return tuple(answers)

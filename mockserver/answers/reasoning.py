@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from mockserver.errors import InvalidRequest
 
@@ -23,13 +24,19 @@ EFFORT_TOKENS = {"none": 0, "minimal": 8, "low": 16, "medium": 32, "high": 64, "
 DEFAULT_PATTERNS = ("o1*", "o3*", "o4*", "gpt-5*", "*deepseek-r1*", "*qwq*", "*thinking*", "*reasoning*")
 
 
+@lru_cache(maxsize=1024)
+def reasons(model: str, patterns: tuple[str, ...]) -> bool:
+    """Is ``model`` a reasoning model? (Asked on every request: remembered.)"""
+    return any(fnmatchcase(model.lower(), pattern.lower()) for pattern in patterns)
+
+
 def think_budget(model: str, effort: str | None, patterns: Sequence[str], param: str) -> int:
     """How many tokens ``model`` thinks at ``effort`` (0: not a reasoning model, or ``none``)."""
     if effort is not None and effort not in EFFORT_TOKENS:
         raise InvalidRequest(
             f"Invalid value for '{param}': '{effort}' is not one of {', '.join(EFFORT_TOKENS)}.", param=param
         )
-    if not any(fnmatchcase(model.lower(), pattern.lower()) for pattern in patterns):
+    if not reasons(model, tuple(patterns)):
         if effort is not None:
             raise InvalidRequest(
                 f"Unsupported parameter: '{param}' is not supported with this model.",

@@ -33,27 +33,29 @@ class Prepared:
     budget: int
 
 
-def prepare(request: GenerationRequest, tok: Tokenizer) -> list[Prepared]:
-    """Every prompt of ``request``; all are checked before any is used."""
+def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:
+    """Every prompt of ``request``; all are checked before any is used. ``decided``: its
+    answers are decided (whatever ``request.answers`` says), so a reasoning model does not think."""
     param = "messages" if request.endpoint == "chat" else "prompt"
-    encoded = [_encode(request, prompt, tok, param) for prompt in request.prompts]
+    thinks = request.think > 0 and not decided and not request.answers
+    encoded = [_encode(request, prompt, tok, param, thinks) for prompt in request.prompts]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
     sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
     return [Prepared(ids, size, _budget(request, size, param)) for ids, size in zip(encoded, sizes, strict=True)]
 
 
-def _encode(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: str) -> list[int]:
+def _encode(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: str, thinks: bool) -> list[int]:
     try:
-        return _tokens(request, prompt, tok, param)
+        return _tokens(request, prompt, tok, param, thinks)
     except NotUnicode as exc:
         raise InvalidRequest(f"Invalid value for '{param}': {exc}.", param=param) from None
 
 
-def _tokens(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: str) -> list[int]:
+def _tokens(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: str, thinks: bool) -> list[int]:
     keep = request.sampling.keep_prompt_tokens
     if prompt.messages is not None:
         turns = [(m.role, m.content) for m in prompt.messages]
-        if request.think and not request.answers:
+        if thinks:
             # A reasoning model's turn opens as a "think" turn; the assistant's follows it.
             rendered = [*tok.render_chat(turns, generation_prompt=False), tok.im_start_id, *tok.encode("think\n")]
         else:

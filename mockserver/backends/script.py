@@ -21,7 +21,7 @@ from mockserver.backends import prompts
 from mockserver.backends.recital import Recital
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.spine.backend import Backend, Declined
-from mockserver.spine.events import Event, Finished, Started, TextDelta, ToolCallDelta, Usage
+from mockserver.spine.events import Event, Finished, Refusal, Started, TextDelta, ToolCallDelta, Usage
 from mockserver.spine.request import Answer, GenerationRequest
 from mockserver.spine.stopping import TextAssembler
 
@@ -45,6 +45,11 @@ class ScriptBackend:
         self._scorer = scorer
         self._tokenizer = tokenizer
 
+    @property
+    def idle(self) -> bool:
+        """No rule at all: the chain passes by without building the request."""
+        return self.script.empty
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         if self.script.empty:
             raise Declined()
@@ -52,12 +57,11 @@ class ScriptBackend:
         answer = self.script.answer(request, source.surface, source.session)
         if answer is None:
             raise Declined()
-        decided = director.scripted(request, answer)
-        if _scored(decided) and self._scorer is not None:
-            async for event in self._scorer().generate(decided):
+        if _scored(request) and self._scorer is not None:
+            async for event in self._scorer().generate(director.scripted(request, answer)):
                 yield event
             return
-        for event in play(decided, self._tokenizer()):
+        for event in play(request, self._tokenizer(), director.scripted_answers(request, answer)):
             yield event
 
 
@@ -66,15 +70,22 @@ def _scored(request: GenerationRequest) -> bool:
     return params.logprobs is not None or params.prompt_logprobs is not None
 
 
-def play(request: GenerationRequest, tok: Tokenizer) -> Iterator[Event]:
+def play(
+    request: GenerationRequest, tok: Tokenizer, answers: tuple[Answer | None, ...] | None = None
+) -> Iterator[Event]:
     """The events of ``request``'s decided answers (one per choice), unscored: the very events
     the reference backend makes of them, in its order — every choice opens, then each step
     releases the next token of every live choice — so streams are chunked alike. A request
     that is not streamed gets each choice's consecutive text as one delta (its body is the
     same fold, for less work)."""
     params = request.sampling
+    answers = request.answers if answers is None else answers
+    prepared = prompts.prepare(request, tok, decided=True)
+    if not request.stream:
+        whole = _whole(request, tok, prepared, answers)
+        if whole is not None:
+            return iter(whole)
     make = prompts.plain_token(tok)
-    prepared = prompts.prepare(request, tok)
     live: list[tuple[Recital, int]] = []
     produced: list[Recital] = []
     opening: list[Event] = []
@@ -88,7 +99,7 @@ def play(request: GenerationRequest, tok: Tokenizer) -> Iterator[Event]:
             # The stop strings are armed only where the reference backend arms them: it arms
             # them after ``min_tokens`` sampled tokens, and a decided answer samples none.
             assembler = TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0)
-            answer = request.answers[index] if request.answers else None
+            answer = answers[index] if answers else None
             recital = Recital(index, answer or Answer(), tok.encode, tok.token_bytes, assembler, False)
             produced.append(recital)
             if prompt.budget == 0:  # max_tokens 0: the prompt (with echo) and nothing else
@@ -108,6 +119,55 @@ def play(request: GenerationRequest, tok: Tokenizer) -> Iterator[Event]:
         live = still
     events.append(Usage(sum(p.size for p in prepared), sum(r.produced for r in produced)))
     return iter(events if request.stream else _joined(events))
+
+
+def _whole(
+    request: GenerationRequest, tok: Tokenizer, prepared: list[prompts.Prepared], answers: tuple[Answer | None, ...]
+) -> list[Event] | None:
+    """The events of a request that is not streamed, made answer by answer instead of token by
+    token: its body is the same fold. None when a stop string could cut an answer, or the budget
+    does (then the token loop decides where)."""
+    params = request.sampling
+    if params.stop and params.min_tokens == 0:  # armed stop strings (see play)
+        return None
+    events: list[Event] = []
+    made = 0
+    for p, prompt in enumerate(prepared):
+        echo = prompts.echo(prompt.ids, tok, prompts.plain_token(tok), False) if params.echo else None
+        for j in range(request.n):
+            index = p * request.n + j
+            events.append(Started(index, prompt.size))
+            if echo is not None:
+                events.append(replace(echo, index=index))
+            if prompt.budget == 0:
+                events.append(Finished(index, "length"))
+                continue
+            answer = (answers[index] if answers else None) or Answer()
+            text, refusal = tok.encode(answer.text), tok.encode(answer.refusal) if answer.refusal else []
+            calls = [(call, tok.encode(call.name), tok.encode(call.arguments or "")) for call in answer.tool_calls]
+            count = len(text) + len(refusal) + sum(len(name) + len(arguments) for _, name, arguments in calls)
+            if count > prompt.budget:
+                return None
+            made += count
+            if text:
+                events.append(TextDelta(index, _said(answer.text, text, tok)))
+            if refusal:
+                events.append(Refusal(index, _said(answer.refusal or "", refusal, tok)))
+            for k, (call, name, arguments) in enumerate(calls):
+                if name:
+                    events.append(ToolCallDelta(index, k, id=call.id, name=call.name))
+                if arguments:
+                    events.append(ToolCallDelta(index, k, arguments=tok.decode(arguments)))
+            reason = answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
+            events.append(Finished(index, reason))
+    events.append(Usage(sum(p.size for p in prepared), made))
+    return events
+
+
+def _said(text: str, ids: list[int], tok: Tokenizer) -> str:
+    """What ``text``'s tokens say: the text itself, but where it names a special token
+    (``<|im_end|>``), which is no text."""
+    return tok.decode(ids) if "<|" in text else text
 
 
 def _joined(events: list[Event]) -> list[Event]:

@@ -128,7 +128,7 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``, special tokens dropped, invalid UTF-8 replaced."""
-        return b"".join(self._bytes[i] for i in ids).decode("utf-8", errors="replace")
+        return b"".join([self._bytes[i] for i in ids]).decode("utf-8", errors="replace")
 
     def render_chat(self, messages: Sequence[tuple[str, str]], generation_prompt: bool = True) -> list[int]:
         """Token ids of a conversation of ``(role, content)`` pairs in the chat template."""

@@ -20,12 +20,21 @@ no usage event, so replays count no tokens.
 
 from __future__ import annotations
 
+import bisect
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,64 +58,49 @@ _CURRENT: ContextVar[tuple[str, str] | None] = ContextVar("mockserver_metrics_re
 
 
 class Metrics:
-    """Every series mockserver exports, in a registry of its own."""
+    """Every series mockserver exports, in a registry of its own.
+
+    Counts are plain numbers kept per label set and turned into Prometheus families only when
+    scraped (:class:`_Families`): a request updates a few dict entries, never a lock. Every
+    update happens on the event loop's thread.
+    """
 
     def __init__(self, *, version: str, backend: str, profile: str) -> None:
         self.registry = CollectorRegistry()
         self.profile = profile  # the server's own: unprefixed paths are answered as it
-        r = self.registry
-        self.requests = Counter(
-            "mockserver_requests", "Requests answered.", ["endpoint", "method", "status", "profile"], registry=r
-        )
-        self.duration = Histogram(
-            "mockserver_request_duration_seconds",
-            "Time from the request's arrival to its last byte (a stream's whole length).",
-            ["endpoint", "method"],
-            buckets=BUCKETS,
-            registry=r,
-        )
-        self.tokens = Counter(
-            "mockserver_tokens",
-            "Tokens the model read (prompt) and wrote (completion).",
-            ["endpoint", "profile", "type"],
-            registry=r,
-        )
-        self.faults = Counter("mockserver_faults", "Faults applied, by name.", ["endpoint", "fault"], registry=r)
-        self.streams = Counter(
-            "mockserver_streams", "Event-stream responses started.", ["endpoint", "profile"], registry=r
-        )
-        self.in_flight = 0  # a plain int, read at scrape time: no lock taken per request
-        gauge = Gauge("mockserver_requests_in_flight", "Requests being answered now.", registry=r)
-        gauge.set_function(lambda: self.in_flight)
-        # Children by label values: ``labels()`` takes a lock and builds tuples on every call,
-        # which doubled the layer's cost per request.
-        self._answered: dict[tuple[str, str, int, str], tuple[Counter, Histogram]] = {}
-        Info("mockserver", "The server's version, backend and profile.", registry=r).info(
-            {"version": version, "backend": backend, "profile": profile}
-        )
+        self.in_flight = 0
+        self.requests: dict[tuple[str, str, str, str], int] = {}  # endpoint, method, status, profile
+        self.durations: dict[tuple[str, str], list[float]] = {}  # endpoint, method → bucket counts, count, sum
+        self.tokens: dict[tuple[str, str, str], int] = {}  # endpoint, profile, type
+        self.faults: dict[tuple[str, str], int] = {}  # endpoint, fault
+        self.streams: dict[tuple[str, str], int] = {}  # endpoint, profile
+        self.info = {"version": version, "backend": backend, "profile": profile}
+        self.registry.register(_Families(self))
 
     def exposition(self) -> bytes:
         """The text format Prometheus scrapes."""
         return generate_latest(self.registry)
 
     def answered(self, endpoint: str, method: str, status: int, profile: str, seconds: float) -> None:
-        key = (endpoint, method, status, profile)
-        children = self._answered.get(key)
-        if children is None:
-            children = (
-                self.requests.labels(endpoint, method, str(status) if status else "none", profile),
-                self.duration.labels(endpoint, method),
-            )
-            self._answered[key] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        key = (endpoint, method, str(status) if status else "none", profile)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        counts = self.durations.get((endpoint, method))
+        if counts is None:
+            counts = self.durations[(endpoint, method)] = [0.0] * (len(BUCKETS) + 2)
+        counts[bisect.bisect_left(BUCKETS, seconds)] += 1  # the first bucket it fits (else +Inf)
+        counts[-1] += seconds
 
     def count_usage(self, usage: Usage) -> None:
         endpoint, profile = _CURRENT.get() or (OTHER, self.profile)
         if usage.prompt_tokens:
-            self.tokens.labels(endpoint, profile, "prompt").inc(usage.prompt_tokens)
+            key = (endpoint, profile, "prompt")
+            self.tokens[key] = self.tokens.get(key, 0) + usage.prompt_tokens
         if usage.completion_tokens:
-            self.tokens.labels(endpoint, profile, "completion").inc(usage.completion_tokens)
+            key = (endpoint, profile, "completion")
+            self.tokens[key] = self.tokens.get(key, 0) + usage.completion_tokens
+
+    def count_stream(self, endpoint: str, profile: str) -> None:
+        self.streams[(endpoint, profile)] = self.streams.get((endpoint, profile), 0) + 1
 
     def count_faults(self, endpoint: str, header: bytes) -> None:
         """From ``x-mockserver-faults`` (``http.503; stream.cut_after=3@p=0.5``): by name, without
@@ -114,7 +108,56 @@ class Metrics:
         for rendered in header.decode("latin-1").split(";"):
             name = re.split(r"[=,@]", rendered.strip(), maxsplit=1)[0]
             if name:
-                self.faults.labels(endpoint, name if name in CATALOGUE else OTHER).inc()
+                key = (endpoint, name if name in CATALOGUE else OTHER)
+                self.faults[key] = self.faults.get(key, 0) + 1
+
+
+class _Families:
+    """The families of a :class:`Metrics`, built at scrape time from its counts."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        yield _counter(
+            "mockserver_requests", "Requests answered.", ["endpoint", "method", "status", "profile"], m.requests
+        )
+        duration = HistogramMetricFamily(
+            "mockserver_request_duration_seconds",
+            "Time from the request's arrival to its last byte (a stream's whole length).",
+            labels=["endpoint", "method"],
+        )
+        for labels, counts in sorted(m.durations.items()):
+            cumulative, buckets = 0.0, []
+            for bound, count in zip((*BUCKETS, float("inf")), counts[:-1], strict=True):
+                cumulative += count
+                buckets.append((_bound(bound), cumulative))
+            duration.add_metric(list(labels), buckets, counts[-1])
+        yield duration
+        yield _counter(
+            "mockserver_tokens",
+            "Tokens the model read (prompt) and wrote (completion).",
+            ["endpoint", "profile", "type"],
+            m.tokens,
+        )
+        yield _counter("mockserver_faults", "Faults applied, by name.", ["endpoint", "fault"], m.faults)
+        yield _counter("mockserver_streams", "Event-stream responses started.", ["endpoint", "profile"], m.streams)
+        yield GaugeMetricFamily("mockserver_requests_in_flight", "Requests being answered now.", value=m.in_flight)
+        info = InfoMetricFamily("mockserver", "The server's version, backend and profile.")
+        info.add_metric([], m.info)
+        yield info
+
+
+def _bound(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(value)
+
+
+def _counter(name: str, doc: str, labels: list[str], counts: Mapping[Any, float]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, count in sorted(counts.items()):
+        family.add_metric(list(values), count)
+    return family
 
 
 class Endpoints:
@@ -187,7 +230,7 @@ class MetricsLayer:
                         faulted = True
                         m.count_faults(endpoint, value)
                     elif key == b"content-type" and value.startswith(b"text/event-stream"):
-                        m.streams.labels(endpoint, profile).inc()
+                        m.count_stream(endpoint, profile)
             await send(message)
 
         m.in_flight += 1

@@ -21,7 +21,7 @@ from mockserver.routes.codec import Call, Options
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
-from mockserver.spine.request import ChatMessage, GenerationRequest, Prompt, Surface
+from mockserver.spine.request import ChatMessage, GenerationRequest, Origin, Prompt, Surface
 from mockserver.spine.result import ChoiceResult, Result
 
 
@@ -68,7 +68,7 @@ class ChatCodec:
     endpoint: Endpoint = "chat"
     id_prefix = "chatcmpl-"
 
-    def to_generation(self, body: ChatRequest, profile: Profile, options: Options) -> GenerationRequest:
+    def to_generation(self, body: ChatRequest, profile: Profile, options: Options, origin: Origin) -> GenerationRequest:
         messages = tuple(_message(i, m) for i, m in enumerate(body.messages))
         tools = chat_tools(body.tools, body.functions)
         legacy = _uses_functions(body)
@@ -95,10 +95,13 @@ class ChatCodec:
             prompts=(Prompt(messages=messages),),
             n=n,
             sampling=sampling,
-            seed=0,
+            seed=origin.seed,
             best_of=params.best_of(body, n),
             context_window=options.models.context_window(body.model, profile),
             stream=bool(body.stream),
+            canonical=origin.canonical,
+            source=origin.source,
+            content_faults=origin.content_faults,
             tools=tools,
             tool_choice=mode,
             tool_name=name,

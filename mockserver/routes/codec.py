@@ -16,7 +16,7 @@ from mockserver.http.body import Json
 from mockserver.profiles import Endpoint, Models, Profile
 from mockserver.schemas.common import GenerationFields
 from mockserver.spine.events import Event, Usage
-from mockserver.spine.request import GenerationRequest, Surface
+from mockserver.spine.request import GenerationRequest, Origin, Surface
 from mockserver.spine.result import Result
 
 __all__ = ["Call", "Codec", "Conversation", "Options", "usage_body"]
@@ -106,8 +106,8 @@ class Codec(Protocol):
     @property
     def id_prefix(self) -> str: ...
 
-    def to_generation(self, body: Any, profile: Profile, options: Options) -> GenerationRequest:
-        """The request the body asks for (its seed, canonical body and source are the handler's)."""
+    def to_generation(self, body: Any, profile: Profile, options: Options, origin: Origin) -> GenerationRequest:
+        """The request the body asks for; ``origin`` is what the handler adds (seed, source…)."""
         ...
 
     def encode(self, call: Call, result: Result) -> Json:

@@ -19,7 +19,7 @@ from mockserver.routes.codec import Call, Options
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
 from mockserver.spine.events import Event, Finished, Refusal, TextDelta
-from mockserver.spine.request import GenerationRequest, Prompt, Surface
+from mockserver.spine.request import GenerationRequest, Origin, Prompt, Surface
 from mockserver.spine.result import Result
 
 
@@ -39,7 +39,9 @@ class CompletionsCodec:
     endpoint: Endpoint = "completions"
     id_prefix = "cmpl-"
 
-    def to_generation(self, body: CompletionRequest, profile: Profile, options: Options) -> GenerationRequest:
+    def to_generation(
+        self, body: CompletionRequest, profile: Profile, options: Options, origin: Origin
+    ) -> GenerationRequest:
         if body.suffix is not None and body.echo:
             raise params.invalid("suffix", "'echo' and 'suffix' cannot be used together.")
         max_tokens = profile.default_max_tokens["completions"] if body.max_tokens is None else body.max_tokens
@@ -55,10 +57,13 @@ class CompletionsCodec:
             sampling=params.sampling(
                 body, profile, options.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
             ),
-            seed=0,
+            seed=origin.seed,
             best_of=params.best_of(body, n),
             context_window=options.models.context_window(body.model, profile),
             stream=bool(body.stream),
+            canonical=origin.canonical,
+            source=origin.source,
+            content_faults=origin.content_faults,
             response_format=json_format(body.response_format),
         )
 

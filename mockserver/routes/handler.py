@@ -16,7 +16,7 @@ a whole recorded session replays.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -36,20 +36,21 @@ from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Codec, Options
 from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
 from mockserver.spine import seeding
-from mockserver.spine.backend import Declined, aclose
-from mockserver.spine.events import Answered, Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
-from mockserver.spine.request import Endpoint, GenerationRequest, Source, Surface
+from mockserver.spine.backend import Ask, Declined, aclose
+from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
+from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
 from mockserver.spine.result import Result
 
 __all__ = [
     "Decoder",
     "Family",
+    "Opened",
     "Prepared",
+    "answer_headers",
     "chained",
     "deliver_completion",
     "deliver_with",
     "handle",
-    "opened",
     "recorded_response",
     "replayable",
     "stream_faults",
@@ -71,7 +72,7 @@ class Decoder(Protocol):
     @property
     def id_prefix(self) -> str: ...
 
-    def to_generation(self, body: Any, profile: Any, options: Options) -> GenerationRequest: ...
+    def to_generation(self, body: Any, profile: Any, options: Options, origin: Origin) -> GenerationRequest: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,26 +87,87 @@ class Prepared:
     options: Options  # what the codec read (Responses: with the conversation continued)
 
 
-Deliver = Callable[[Prepared], Awaitable[Response]]
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """The answer as it begins: who answers, its first event and the rest; or, for a background
+    response only, the error it failed with (its run fails, in its record)."""
+
+    by: str
+    first: Event | None = None
+    rest: AsyncIterator[Event] | None = None
+    failure: APIError | None = None
+
+    def events(self) -> AsyncIterator[Event]:
+        """Its events (the first included); the failure, raised, for a failed one."""
+        if self.failure is not None:
+            raise self.failure
+        assert self.rest is not None
+        return chained(self.first, self.rest)
+
+
+Deliver = Callable[[Prepared, Opened], Awaitable[Response]]
 Prelude = Callable[[ServerContext, Any], Awaitable[Options]]
 
 
 @dataclass(frozen=True, slots=True)
 class Family:
-    """An endpoint family: its codec, how its answer goes out, and (Responses) what it must
-    read before its request can be built."""
+    """An endpoint family: its codec, how its answer goes out, what it must read before its
+    request can be built (Responses: the conversation continued), and which bodies must be
+    read before anything answers them (a background response: its run is stored)."""
 
     codec: Decoder
     deliver: Deliver
     prelude: Prelude | None = None
+    eager: Callable[[Json], bool] | None = None
 
 
 async def handle(request: Request, family: Family) -> Response:
     ctx: ServerContext = request.app.state.ctx
     codec = family.codec
     scope = request.scope
-    profile = ctx.profile_of(scope)
     raw, data = await json_body(request)
+    plan = planned(scope)
+    stream_options = data.get("stream_options")
+    include_usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
+    source = source_of(scope, raw, codec.surface, data.get("stream") is True, include_usage)
+    read: list[Prepared] = []
+
+    async def build() -> GenerationRequest:
+        prepared = await _read(request, ctx, family, data, source, plan)
+        read.append(prepared)
+        return prepared.call.gen
+
+    ask = Ask(source, build)
+    eager = family.eager is not None and family.eager(data)
+    if eager:
+        await ask.request()
+    try:
+        by, stream = await ctx.engine.open(ask, plan)
+    except APIError as exc:
+        if not eager:
+            raise
+        return await family.deliver(read[0], Opened("reference", failure=exc))
+    try:
+        first: Event | None = await anext(stream)
+    except StopAsyncIteration:
+        first = None
+    except BaseException:
+        await aclose(stream)
+        raise
+    if isinstance(first, RecordedHead):
+        style = ctx.profile_of(scope).error_style
+        return await recorded_response(scope, by, first, stream, plan, style, codec.surface == "responses")
+    if not read:  # answered by a backend that needed no request (with nothing): read it now
+        await ask.request()
+    return await family.deliver(read[0], Opened(by, first, stream))
+
+
+async def _read(
+    request: Request, ctx: ServerContext, family: Family, data: Json, source: Source, plan: tuple[Fault, ...]
+) -> Prepared:
+    """The body read against the profile and the schema, and the request it asks for."""
+    codec = family.codec
+    profile = ctx.profile_of(request.scope)
     data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
     try:
         body = codec.schema.model_validate(data)
@@ -117,29 +179,22 @@ async def handle(request: Request, family: Family) -> Response:
         raise InvalidRequest(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
         )
-    include_usage = bool(stream_options and stream_options.include_usage)
     canonical = seeding.canonical(data)
     given: int | None = getattr(body, "seed", None)
     seed = given if given is not None else seeding.derive_seed(canonical, ctx.seed)
     options = await family.prelude(ctx, body) if family.prelude is not None else ctx.options
-    plan = planned(scope)
-    gen = replace(
-        codec.to_generation(body, profile, options),
-        seed=seed,
-        canonical=canonical,
-        source=source_of(scope, raw, codec.surface, stream, include_usage),
-        content_faults=frozenset(f.name for f in plan if f.kind == "content"),
-    )
+    content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
+    gen = codec.to_generation(body, profile, options, Origin(seed, canonical, source, content))
     call = Call(
         gen=gen,
         body=body,
         profile=profile,
         id=seeding.make_id(codec.id_prefix, canonical, seed),
         created=int(ctx.clock.now()),
-        include_usage=include_usage,
+        include_usage=bool(stream_options and stream_options.include_usage),
         service_tier=params.service_tier(body, profile, codec.endpoint) if codec.surface != "responses" else None,
     )
-    return await family.deliver(Prepared(request, ctx, call, data, plan, options))
+    return Prepared(request, ctx, call, data, plan, options)
 
 
 def source_of(scope: Any, raw: bytes, surface: Surface, stream: bool, include_usage: bool) -> Source:
@@ -169,23 +224,8 @@ def source_of(scope: Any, raw: bytes, surface: Surface, stream: bool, include_us
     )
 
 
-async def opened(
-    ctx: ServerContext, gen: GenerationRequest, plan: tuple[Fault, ...]
-) -> tuple[str, Event, AsyncIterator[Event]]:
-    """The answer begun: who answers, its first event (a recording's head, or the model's
-    first), and the rest. Errors about the request raise here, before any byte is sent."""
-    events = await ctx.engine.primed(gen, plan)
-    try:
-        answered = await anext(events)
-        first = await anext(events)
-    except BaseException:
-        await aclose(events)
-        raise
-    by = answered.by if isinstance(answered, Answered) else "?"
-    return by, first, events
-
-
-def _headers(gen: GenerationRequest, by: str) -> dict[str, str]:
+def answer_headers(gen: GenerationRequest, by: str) -> dict[str, str]:
+    """The headers every generated answer carries: its seed, and which backend answered."""
     return {"x-mockserver-seed": str(gen.seed), "x-mockserver-source": by}
 
 
@@ -195,35 +235,33 @@ def _headers(gen: GenerationRequest, by: str) -> dict[str, str]:
 def deliver_with(codec: Codec) -> Deliver:
     """The delivery of a family whose answer is a body or a stream of chunks."""
 
-    async def deliver(prepared: Prepared) -> Response:
-        return await deliver_completion(prepared, codec)
+    async def deliver(prepared: Prepared, opened: Opened) -> Response:
+        return await deliver_completion(prepared, opened, codec)
 
     return deliver
 
 
-async def deliver_completion(prepared: Prepared, codec: Codec) -> Response:
+async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -> Response:
     ctx, call, plan, scope = prepared.ctx, prepared.call, prepared.plan, prepared.request.scope
     gen = call.gen
     keep = _keeper(ctx, codec, call, prepared.data)
+    note(scope, applicable(plan, generated=True, stream=gen.stream))
     if gen.stream:
-        by, first, events = await opened(ctx, gen, plan)
-        if isinstance(first, RecordedHead):
-            return await recorded_response(scope, by, first, events, plan, prepared.call.profile.error_style, False)
-        note(scope, applicable(plan, generated=True, stream=True))
         link = Link()
-        frames = _frames(codec, call, chained(first, events), keep)
+        frames = _frames(codec, call, opened.events(), keep)
         framing = Framing(named=False, done=True, style=call.profile.error_style)
-        return event_stream(frames, framing, _headers(gen, by), stream_faults(plan, link), link)
-    result = await ctx.engine.complete(gen, plan)
-    by = result.answered_by or "?"
-    if result.head is not None:
-        note(scope, applicable(plan, generated=False, stream=False))
-        return _recorded_body(result.head, b"".join(result.recorded), by)
-    note(scope, applicable(plan, generated=True, stream=False))
+        return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
+    result = Result(answered_by=opened.by)
+    events = opened.events()
+    try:
+        async for event in events:
+            result.apply(event)
+    finally:
+        await aclose(events)
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
-    return Response(dumps(answer), media_type="application/json", headers=_headers(gen, by))
+    return Response(dumps(answer), media_type="application/json", headers=answer_headers(gen, opened.by))
 
 
 def _keeper(ctx: ServerContext, codec: Codec, call: Call, data: Json) -> Callable[[Json], Awaitable[None]] | None:
@@ -235,9 +273,10 @@ def _keeper(ctx: ServerContext, codec: Codec, call: Call, data: Json) -> Callabl
     return lambda answer: chat_store.remember(ctx.responses, answer, data)
 
 
-async def chained(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+async def chained(first: Event | None, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
     try:
-        yield first
+        if first is not None:
+            yield first
         async for event in rest:
             yield event
     finally:
@@ -314,9 +353,17 @@ async def recorded_response(
 
 
 def _recorded_body(head: RecordedHead, body: bytes, by: str) -> Response:
-    response = Response(body, status_code=head.status)
-    response.raw_headers = [*_own(head), (h.SOURCE, by.encode()), (b"content-length", str(len(body)).encode())]
-    return response
+    return _Raw(head.status, [*_own(head), (h.SOURCE, by.encode()), (b"content-length", str(len(body)).encode())], body)
+
+
+class _Raw(Response):
+    """A response of ready bytes and headers, sent as they are (a recording's)."""
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.status_code = status
+        self.raw_headers = headers
+        self.body = body
+        self.background = None
 
 
 def _own(head: RecordedHead) -> list[tuple[bytes, bytes]]:
@@ -334,12 +381,6 @@ async def _recorded_frames(events: AsyncIterator[Event], link: Link) -> AsyncIte
                 raise StreamEnded("reset")
     finally:
         await aclose(events)
-
-
-class Recorder(Protocol):
-    """A backend that answers any request by its source alone (replay, record)."""
-
-    def answer(self, source: Source) -> AsyncIterator[Event]: ...
 
 
 Handler = Callable[[Request], Awaitable[Response]]

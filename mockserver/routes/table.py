@@ -30,12 +30,13 @@ def routes(recorded: bool = False) -> list[BaseRoute]:
     """Every route; with ``recorded`` (cassettes in the backend chain) the endpoints that
     generate nothing answer from recordings first too."""
     table: list[BaseRoute] = [
+        # The generation endpoints first: the router tries routes in order, and these are hot.
+        Route("/v1/chat/completions", endpoint(CHAT), methods=["POST"]),
+        Route("/v1/completions", endpoint(COMPLETIONS), methods=["POST"]),
         Route("/health", health.health, methods=["GET"]),
         Route("/openapi.json", docs.openapi_json, methods=["GET"]),
         Route("/v1/models", models.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
-        Route("/v1/completions", endpoint(COMPLETIONS), methods=["POST"]),
-        Route("/v1/chat/completions", endpoint(CHAT), methods=["POST"]),
         Route("/v1/embeddings", embeddings.create, methods=["POST"]),
         *chat_store.routes(),  # GET on the same path lists stored completions
         *responses.routes(),

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from mockserver.faults import content
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.latency import Timeline, paced
-from mockserver.spine.backend import Backend, aclose
-from mockserver.spine.events import Event, Usage
+from mockserver.spine.backend import Ask, Chain, aclose
+from mockserver.spine.events import Answered, Event, Usage
 from mockserver.spine.request import GenerationRequest
 from mockserver.spine.result import Result
 from mockserver.spine.seeding import digest
@@ -34,7 +34,7 @@ class Engine:
 
     def __init__(
         self,
-        chain: Backend,
+        chain: Chain,
         timeline: Timeline | None = None,
         time_scale: float = 1.0,
         on_usage: Callable[[Usage], None] | None = None,
@@ -44,31 +44,38 @@ class Engine:
         self.time_scale = time_scale
         self.on_usage = on_usage
 
-    def events(self, request: GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
-        stream = content.apply(self.chain.generate(request), faults)
+    async def open(
+        self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()
+    ) -> tuple[str, AsyncIterator[Event]]:
+        """Who answers, and the answer's events under the wrappers. The chain has found its
+        backend and that backend's first event is computed: errors about the request raise here."""
+        if isinstance(ask, GenerationRequest):
+            ask = Ask.of(ask)
+        name, first, stream = await self.chain.start(ask)
+        if first is not None:
+            stream = _prepend(first, stream)
+        stream = content.apply(stream, faults)
         timeline = self.timeline.with_faults(tuple(faults)) if faults else self.timeline
         if not timeline.idle:
-            # The request's own generator: the same request waits the same, run after run.
-            rng = random.Random(int.from_bytes(digest(b"latency", request.seed, request.canonical)[:8], "big"))
+            # The request's own generator: the same request waits the same, run after run (a
+            # recording's request, never decoded, by its body as sent).
+            built = ask.built
+            key = (built.seed, built.canonical) if built is not None else (ask.source.body,)
+            rng = random.Random(int.from_bytes(digest(b"latency", *key)[:8], "big"))
             stream = paced(stream, timeline, rng, self.time_scale)
         if self.on_usage is not None:
             stream = _counted(stream, self.on_usage)
-        return stream
+        return name, stream
 
-    async def primed(self, request: GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
-        """The event stream with its first event already computed (errors raise here)."""
-        stream = self.events(request, faults)
-        try:
-            first = await anext(stream)
-        except BaseException:
-            await aclose(stream)
-            raise
-        return _prepend(first, stream)
+    async def primed(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
+        """The event stream, :class:`~mockserver.spine.events.Answered` first, usage counted."""
+        name, stream = await self.open(ask, faults)
+        return _prepend(Answered(name), stream)
 
-    async def complete(self, request: GenerationRequest, faults: Sequence[Fault] = ()) -> Result:
+    async def complete(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> Result:
         """Fold the whole stream: the non-streaming answer (paced like its stream would be)."""
-        result = Result()
-        stream = self.events(request, faults)
+        name, stream = await self.open(ask, faults)
+        result = Result(answered_by=name)
         try:
             async for event in stream:
                 result.apply(event)

@@ -21,6 +21,7 @@ __all__ = [
     "GenerationRequest",
     "JsonFormat",
     "Mirostat",
+    "Origin",
     "Prompt",
     "Sampling",
     "Source",
@@ -48,6 +49,18 @@ class Source:
     record_mode: str | None = None  # x-mockserver-record-mode: this request's own record mode
     stream: bool = False  # the body's ``stream``: a recording is served in the shape asked for
     include_usage: bool = False  # the body's ``stream_options.include_usage`` (a body unfolded into a stream)
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """What the handler gives every request besides what its body asks: its seed (given, or
+    derived from the canonical body), the canonical body, where it came from, and the content
+    faults that break decided answers."""
+
+    seed: int = 0
+    canonical: bytes = b""
+    source: Source = Source()
+    content_faults: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

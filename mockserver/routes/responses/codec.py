@@ -8,7 +8,7 @@ spine fields chat's do, so the director and the backend treat both endpoints ali
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -30,7 +30,7 @@ from mockserver.schemas.responses import (
     ResponsesRequest,
 )
 from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
-from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Prompt, Surface, Tool
+from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Origin, Prompt, Surface, Tool
 from mockserver.spine.seeding import digest
 
 _W = TypeVar("_W", bound=BaseModel)
@@ -216,14 +216,23 @@ class ResponsesCodec:
     endpoint: Endpoint = "chat"  # read against the fields profiles document for chat
     id_prefix = "resp_"
 
-    def to_generation(self, body: ResponsesRequest, profile: Profile, options: Options) -> GenerationRequest:
+    def to_generation(
+        self, body: ResponsesRequest, profile: Profile, options: Options, origin: Origin
+    ) -> GenerationRequest:
         """A chat generation of the conversation so far (``options.history``) and the input."""
         turns = messages(body.instructions, options.history + conversation(body), image_costs(body))
-        return generation(turns, body, profile, options)
+        return generation(turns, body, profile, options, origin)
+
+
+_NO_ORIGIN = Origin()  # input_tokens counts with no seed, source or faults
 
 
 def generation(
-    turns: tuple[ChatMessage, ...], body: ResponsesRequest | InputTokensRequest, profile: Profile, options: Options
+    turns: tuple[ChatMessage, ...],
+    body: ResponsesRequest | InputTokensRequest,
+    profile: Profile,
+    options: Options,
+    origin: Origin = _NO_ORIGIN,
 ) -> GenerationRequest:
     """A chat generation of ``turns`` with the body's sampling fields."""
     include = getattr(body, "include", None) or []
@@ -236,31 +245,34 @@ def generation(
         max_tokens=max_tokens if max_tokens is not None else profile.default_max_tokens["chat"],
         logprobs=(getattr(body, "top_logprobs", None) or 0) if wants else None,
     )
-    gen = GenerationRequest(
+    fields: dict[str, Any] = {}
+    if isinstance(body, ResponsesRequest):
+        offered = tools(body)
+        mode, name = _choice(body, offered)
+        fields = {
+            "tools": offered,
+            "tool_choice": mode,
+            "tool_name": name,
+            "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "max_tool_calls": body.max_tool_calls,
+            "response_format": text_format(body),
+            "think": reasoning.think_budget(
+                body.model, (body.reasoning or {}).get("effort"), options.reasoning_models, "reasoning.effort"
+            ),
+        }
+    return GenerationRequest(
         endpoint="chat",
         model=body.model,
         prompts=(Prompt(messages=turns),),
         n=1,
         sampling=sampling,
-        seed=0,  # the handler's: given, or derived from the canonical body
+        seed=origin.seed,
         context_window=options.models.context_window(body.model, profile),
+        canonical=origin.canonical,
         stream=bool(getattr(body, "stream", False)),
-    )
-    if not isinstance(body, ResponsesRequest):
-        return gen
-    offered = tools(body)
-    mode, name = _choice(body, offered)
-    return replace(
-        gen,
-        tools=offered,
-        tool_choice=mode,
-        tool_name=name,
-        parallel_tool_calls=body.parallel_tool_calls is not False,
-        max_tool_calls=body.max_tool_calls,
-        response_format=text_format(body),
-        think=reasoning.think_budget(
-            body.model, (body.reasoning or {}).get("effort"), options.reasoning_models, "reasoning.effort"
-        ),
+        source=origin.source,
+        content_faults=origin.content_faults,
+        **fields,
     )
 
 

@@ -22,7 +22,6 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.backends import prompts
 from mockserver.context import ServerContext
-from mockserver.errors import APIError
 from mockserver.faults.plan import applicable, note, planned
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
@@ -32,13 +31,13 @@ from mockserver.responses.lifecycle import Lifecycle, Run
 from mockserver.responses.store import Record
 from mockserver.routes import params
 from mockserver.routes.codec import Conversation, Options
-from mockserver.routes.handler import Family, Prepared, chained, handle, opened, recorded_response, stream_faults
+from mockserver.routes.handler import Family, Opened, Prepared, answer_headers, handle, stream_faults
 from mockserver.routes.responses import codec
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.spine import seeding
-from mockserver.spine.events import Event, RecordedHead
+from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest, Prompt, Sampling
 
 __all__ = ["FAMILY", "deliver", "prelude", "routes"]
@@ -86,25 +85,16 @@ async def prelude(ctx: ServerContext, body: ResponsesRequest) -> Options:
     return replace(ctx.options, history=await _history(ctx.responses, body.previous_response_id))
 
 
-async def deliver(prepared: Prepared) -> Response:
+async def deliver(prepared: Prepared, opened: Opened) -> Response:
     """Run the response through the lifecycle: in the foreground (folded into one body, or
     streamed), or spawned in the background and followed from the store. It gets the first of
-    its deterministic ids that is free in the store. A recording's answer goes out as it was."""
+    its deterministic ids that is free in the store. A background run whose request failed to
+    start (a context overflow) fails in its record, as it would have had it started later."""
     ctx, call, plan, scope = prepared.ctx, prepared.call, prepared.plan, prepared.request.scope
     lifecycle, gen, body = ctx.responses, call.gen, call.body
     stored, background, stream = body.store is not False, bool(body.background), bool(body.stream)
-    failure: APIError | None = None
-    try:
-        by, first, events = await opened(ctx, gen, plan)
-    except APIError as exc:
-        if not background:
-            raise  # a foreground request's errors (context overflow) are an HTTP status
-        by, failure = "reference", exc  # a background run fails, in its record
-    else:
-        if isinstance(first, RecordedHead):
-            return await recorded_response(scope, by, first, events, plan, call.profile.error_style, True)
     note(scope, applicable(plan, generated=True, stream=stream))
-    headers = {"x-mockserver-seed": str(gen.seed), "x-mockserver-source": by}
+    headers = answer_headers(gen, opened.by)
     now = ctx.clock.now()
     created_at = int(now)
     own = codec.conversation(body)
@@ -124,9 +114,8 @@ async def deliver(prepared: Prepared) -> Response:
             break
 
     async def source() -> AsyncIterator[Event]:
-        if failure is not None:
-            raise failure
-        return chained(first, events)
+        events: AsyncIterator[Event] = opened.events()
+        return events
 
     run = Run(turn.id, narrator, source, background, stored, now)
     link = Link()
@@ -241,7 +230,7 @@ async def input_tokens(request: Request) -> Response:
 
 
 _COUNT = Sampling(temperature=0.0, max_tokens=1)  # room for one token: the window is checked as a generation's
-FAMILY = Family(codec.CODEC, deliver, prelude)
+FAMILY = Family(codec.CODEC, deliver, prelude, eager=lambda data: data.get("background") is True)
 
 
 async def create(request: Request) -> Response:

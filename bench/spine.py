@@ -1,0 +1,262 @@
+"""What one answer costs on each backend, beside the Starlette ceiling, in one run:
+``python bench/spine.py [--baseline REV] [--duration S] [--concurrency 1,16,64] [--out FILE]``.
+
+Servers, each its own process, started the way users start them:
+
+* **ceiling** — ``bench/ceiling.py`` under uvicorn (uvloop, httptools): parse a JSON body,
+  answer a small fixed object. The fastest a Starlette handler answers here.
+* **scripted** — ``mockserver serve`` with one scripted rule (``{"text": …}`` of 24 tokens,
+  no ``match``) added over the admin API: every chat request gets that answer.
+* **replay** — ``mockserver serve --cassettes DIR`` over a cassette recorded in this run by a
+  recording mockserver proxying a reference one.
+* **reference** — ``mockserver serve``: the model samples a 16-token answer.
+* **baseline-…** — with ``--baseline REV``, the same scripted and reference servers from a git
+  worktree of that revision, side by side in the same run (the figures the issue compares).
+
+Load comes from ``wrk`` (a separate C process; Debian's ``wrk``), closed loop at each
+concurrency, after a warm-up. *CPU per request* is the server process's own CPU time
+(utime + stime from ``/proc``) over the measured window divided by the requests it answered:
+on a shared 2-core machine this is the steadier figure, since requests per second drop
+whenever anything else takes a core. The reference model's latency is measured alone, at
+concurrency 1, as wrk's p50.
+
+Figures describe one machine at one moment: they go into issue notes and README tables, never
+into test assertions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bench import procs
+
+CHAT = "/v1/chat/completions"
+PROMPT = "Tell me about the sea and the ships that sail on it, please."
+# Sentences joined until the shipped tokenizer counts 24 tokens (cut to 24 exactly).
+SENTENCES = ("Your order has shipped and should arrive on Monday.", "Thank you for shopping with us today.")
+
+
+@dataclass
+class Cell:
+    server: str
+    shape: str  # "plain" or "stream"
+    concurrency: int
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    cpu_ms: float  # server CPU per request
+    errors: int
+
+
+def _scripted_text(tokens: int = 24) -> str:
+    from mockserver.gpt.tokenizer import Tokenizer
+
+    tok = Tokenizer.shipped()
+    text = " ".join(SENTENCES * 4)
+    ids = tok.encode(text)[:tokens]
+    cut = tok.decode(ids)
+    assert len(tok.encode(cut)) == tokens, "the scripted text does not round-trip to 24 tokens"
+    return cut
+
+
+def _cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_LUA = """wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def _wrk(port: int, body: dict[str, Any], concurrency: int, seconds: float, workdir: Path) -> dict[str, float]:
+    script = workdir / "body.lua"
+    script.write_text(_LUA % json.dumps(body))
+    threads = 1 if concurrency == 1 else 2
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script),
+         f"http://127.0.0.1:{port}{CHAT}"],
+        capture_output=True, text=True, check=True, timeout=seconds + 60,
+    ).stdout
+    done = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
+    assert done is not None, out
+    requests = int(done.group(1))
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
+    return {"requests": requests, "p50": _ms(out, "50%"), "p99": _ms(out, "99%"), "errors": errors}
+
+
+def _ms(out: str, label: str) -> float:
+    found = re.search(rf"{re.escape(label)}\s+([\d.]+)(us|ms|s)\b", out)
+    if found is None:
+        return float("nan")
+    value, unit = float(found.group(1)), found.group(2)
+    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+
+def measure(name: str, pid: int, port: int, body: dict[str, Any], shape: str, concurrency: int,
+            seconds: float, warmup: float, workdir: Path) -> Cell:
+    _wrk(port, body, concurrency, warmup, workdir)
+    before, started = _cpu(pid), time.perf_counter()
+    got = _wrk(port, body, concurrency, seconds, workdir)
+    elapsed, cpu = time.perf_counter() - started, _cpu(pid) - before
+    n = max(1, int(got["requests"]))
+    return Cell(name, shape, concurrency, n, elapsed, n / seconds, got["p50"], got["p99"], cpu / n * 1000,
+                int(got["errors"]))
+
+
+@contextmanager
+def worktree(rev: str) -> Iterator[Path]:
+    """A checkout of ``rev`` beside the repository, removed afterwards."""
+    where = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
+    subprocess.run(["git", "worktree", "add", "--detach", str(where), rev], cwd=procs.ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=procs.ROOT, capture_output=True)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _serve(stack: ExitStack, name: str, extra: list[str] = (), tree: Path | None = None) -> procs.Server:  # type: ignore[assignment]
+    port = procs.free_port()
+    argv = procs.mockserver_command(port, extra=list(extra))
+    if tree is None:
+        return stack.enter_context(procs.running(name, argv))
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    log = Path(tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")[1])
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = procs.Server(name, proc, port, log)
+    stack.callback(procs.stop, server)
+    procs.wait_ready(server)
+    return server
+
+
+def _script(port: int, text: str) -> None:
+    """One rule for every request; then one scored answer, so the model has loaded (in the
+    background, from start-up) before anything is measured."""
+    status, answer = procs.request(port, "POST", "/__mockserver/answers", {"text": text})
+    assert status == 200, answer
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "logprobs": True}
+    status, answer = procs.request(port, "POST", CHAT, body)
+    assert status == 200, answer
+
+
+def _sixteen(port: int) -> dict[str, Any]:
+    """A chat request the model answers with exactly 16 tokens (seed searched)."""
+    for seed in range(200):
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16,
+                "seed": seed}
+        status, answer = procs.post_json(port, CHAT, body)
+        if status == 200 and answer.get("usage", {}).get("completion_tokens") == 16:  # type: ignore[union-attr]
+            return body
+    raise RuntimeError("no seed gives a 16-token answer")
+
+
+def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
+    levels = [int(c) for c in args.concurrency.split(",")]
+    text = _scripted_text()
+    chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}]}
+    streamed = {**chat, "stream": True}
+    cells: list[Cell] = []
+    notes: dict[str, str] = {"scripted text": text}
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        ceiling_port = procs.free_port()
+        ceiling = stack.enter_context(procs.running("ceiling", procs.ceiling_command(ceiling_port)))
+        scripted = _serve(stack, "scripted")
+        _script(scripted.port, text)
+        reference = _serve(stack, "reference")
+        sixteen = _sixteen(reference.port)
+        notes["16-token request"] = json.dumps(sixteen)
+        cassettes = workdir / "cassettes"
+        cassettes.mkdir()
+        recorder = _serve(stack, "recorder", ["--cassettes", str(cassettes), "--record-mode", "all",
+                                              "--upstream", f"http://127.0.0.1:{reference.port}"])
+        procs.post_json(recorder.port, CHAT, sixteen)
+        procs.stop(recorder)
+        replay = _serve(stack, "replay", ["--cassettes", str(cassettes)])
+        servers = [("ceiling", ceiling, chat), ("scripted", scripted, chat), ("replay", replay, sixteen)]
+        if args.baseline:
+            tree = stack.enter_context(worktree(args.baseline))
+            old = _serve(stack, f"scripted@{args.baseline}", tree=tree)
+            _script(old.port, text)
+            servers.append((f"scripted@{args.baseline}", old, chat))
+            notes["baseline"] = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=procs.ROOT,
+                                               capture_output=True, text=True).stdout.strip()
+        for concurrency in levels:
+            for name, server, body in servers:
+                cells.append(measure(name, server.pid, server.port, body, "plain", concurrency, args.duration,
+                                     args.warmup, workdir))
+            for name, server, body in servers[1:]:
+                if name.startswith("scripted"):
+                    cells.append(measure(name, server.pid, server.port, {**body, **streamed}, "stream",
+                                         concurrency, args.duration, args.warmup, workdir))
+        # The model alone, at concurrency 1: latency of the 16-token answer, today against the baseline.
+        cells.append(measure("reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration,
+                             args.warmup, workdir))
+        if args.baseline:
+            old_ref = _serve(stack, f"reference@{args.baseline}", tree=tree)
+            cells.append(measure(f"reference@{args.baseline}", old_ref.pid, old_ref.port, sixteen, "plain", 1,
+                                 args.duration, args.warmup, workdir))
+            cells.append(measure("reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration,
+                                 args.warmup, workdir))
+    return cells, notes
+
+
+def report(cells: list[Cell], notes: dict[str, str]) -> str:
+    ceiling = {c.concurrency: c for c in cells if c.server == "ceiling"}
+    lines = ["| server | shape | c | req/s | × ceiling req/s | CPU ms/req | × ceiling CPU | p50 ms | p99 ms | errors |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in cells:
+        top = ceiling.get(c.concurrency)
+        ratio = f"{c.rps / top.rps:.2f}" if top else "—"
+        cpu = f"{c.cpu_ms / top.cpu_ms:.2f}" if top and top.cpu_ms else "—"
+        lines.append(f"| {c.server} | {c.shape} | {c.concurrency} | {c.rps:,.0f} | {ratio} | {c.cpu_ms:.3f} | {cpu} "
+                     f"| {c.p50_ms:.2f} | {c.p99_ms:.2f} | {c.errors} |")
+    lines += ["", *(f"- {k}: `{v}`" for k, v in notes.items())]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--baseline", default="", help="a git revision to measure beside this checkout")
+    p.add_argument("--duration", type=float, default=5.0, help="measured seconds per cell")
+    p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per cell")
+    p.add_argument("--concurrency", default="1,16,64")
+    p.add_argument("--out", type=Path, default=None, help="also write the table here")
+    args = p.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("bench/spine.py needs wrk (apt-get install wrk)", file=sys.stderr)
+        return 2
+    cells, notes = run(args)
+    table = report(cells, notes)
+    print(table)
+    if args.out is not None:
+        args.out.write_text(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
