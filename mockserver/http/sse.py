@@ -20,12 +20,15 @@ is written ``cancelled``, a model's queued step is cancelled.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -99,13 +102,22 @@ def _is_event(frame: Frame) -> bool:
 
 
 class _Writer:
-    """The bytes of one stream (see the module docstring)."""
+    """The bytes of one stream (see the module docstring).
+
+    Frames that are ready at once leave together in one write, and what is held is written
+    before the producer waits: a scripted or replayed stream is one write, the model's a write
+    per step. While the producer waits, a client that hangs up ends the stream (its producer is
+    cancelled, so a model stops within a step). With stream faults every frame is written on
+    its own, as the faults cut, stall and split writes.
+    """
 
     def __init__(self, frames: AsyncIterator[Frame], framing: Framing, faults: StreamFaults | None) -> None:
         self.frames = frames
         self.framing = framing
         self.faults = faults
         self.tally: Tally | None = None
+        self.receive: Receive | None = None  # for the client's disconnect, while the producer waits
+        self._gone: asyncio.Future[Any] | None = None
         self.events = 0
         self.sequence = -1  # the last sequence_number sent (Responses)
 
@@ -113,12 +125,16 @@ class _Writer:
         if self.tally is not None:
             self.tally.ended = how
 
-    async def _next(self) -> Frame:
-        """The next frame; where ``stream.error_at`` falls, the producer's answer to the error."""
+    def _pulled(self) -> Any:
+        """The awaitable of the next frame (``stream.error_at`` thrown in where it falls)."""
         faults = self.faults
         if faults is None or faults.error_at != self.events + 1:
-            return await anext(self.frames)
+            return anext(self.frames)
         faults.error_at = None
+        return self._injected()
+
+    async def _injected(self) -> Frame:
+        """The producer's answer to the ``stream.error_at`` error (its own error shape)."""
         if self.events == 0:  # a producer that has not started cannot answer: start it first
             await anext(self.frames)
         throw = getattr(self.frames, "athrow", None)
@@ -128,14 +144,46 @@ class _Writer:
         self._end("error")
         return frame
 
+    async def _waited(self, resumed: _Resumed) -> Frame:
+        """``resumed``'s frame, unless the client hangs up first."""
+        if self.receive is None:
+            frame: Frame = await resumed
+            return frame
+        if self._gone is None:
+            self._gone = asyncio.ensure_future(_disconnected(self.receive))
+        job = asyncio.ensure_future(resumed)
+        try:
+            await asyncio.wait((job, self._gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not job.done():
+                job.cancel()
+                with contextlib.suppress(BaseException):
+                    await job
+        if not job.cancelled():
+            frame = job.result()
+            return frame
+        raise StreamEnded("client_disconnect")
+
     async def chunks(self) -> AsyncIterator[bytes]:
         faults, framing = self.faults, self.framing
+        held: list[bytes] = []
         try:
             while True:
+                pulled = self._pulled()
                 try:
-                    got = await self._next()
+                    waiting = pulled.send(None)  # run the producer until it has a frame, or waits
+                except StopIteration as ready:
+                    got: Frame = ready.value
                 except StopAsyncIteration:
                     break
+                else:
+                    if held:
+                        yield b"".join(held)
+                        held.clear()
+                    try:
+                        got = await self._waited(_Resumed(pulled, waiting))
+                    except StopAsyncIteration:
+                        break
                 frame = faults.rewrite(got) if faults is not None else got
                 if frame is None:
                     continue
@@ -143,39 +191,79 @@ class _Writer:
                 event = _is_event(frame)
                 if event:
                     self.events += 1
-                    if self.tally is not None:
-                        self.tally.events = self.events
                     if isinstance(frame, dict):
                         self.sequence = frame.get("sequence_number", self.sequence)
-                    if faults is not None:
-                        data = faults.malformed(self.events, data)
-                for piece in faults.pieces(data) if faults is not None else (data,):
+                if faults is None:
+                    held.append(data)
+                    continue
+                if self.tally is not None:
+                    self.tally.events = self.events
+                if event:
+                    data = faults.malformed(self.events, data)
+                for piece in faults.pieces(data):
                     yield piece
-                if event and faults is not None:
+                if event:
                     async for comment in faults.after(self.events):
                         yield comment
             if framing.done:
-                for done in faults.terminators(DONE) if faults is not None else (DONE,):
-                    yield done
-                if faults is None or faults.terminators(DONE):
-                    self._end("done")
-                else:
-                    self._end("eof")
+                held += faults.terminators(DONE) if faults is not None else (DONE,)
+                self._end("done" if held else "eof")
             elif self.tally is None or self.tally.ended == "pending":
                 self._end("done")
+            if held:
+                yield b"".join(held)
         except StreamEnded as ended:
             self._end(ended.how)
         except APIError as exc:
-            yield framing.error(exc, self.sequence + 1)
+            yield b"".join([*held, framing.error(exc, self.sequence + 1)])
             self._end("error")
         except Exception:  # never a stack trace on the wire; the log keeps it
             log.exception("stream failed after the first byte")
-            yield framing.error(
-                InternalError("The server had an error while processing your request."), self.sequence + 1
-            )
+            problem = InternalError("The server had an error while processing your request.")
+            yield b"".join([*held, framing.error(problem, self.sequence + 1)])
             self._end("error")
         finally:
+            if self.tally is not None:
+                self.tally.events = self.events
+            if self._gone is not None:
+                self._gone.cancel()
             await _aclose(self.frames)
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class _Resumed:
+    """The rest of an awaitable already run to the point where it waits: ``waiting`` is what it
+    yielded to the task (its future). Awaiting this hands that to the task and goes on driving
+    the awaitable, exceptions (a cancellation) passed in as they come."""
+
+    __slots__ = ("awaitable", "waiting")
+
+    def __init__(self, awaitable: Any, waiting: Any) -> None:
+        self.awaitable = awaitable
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        awaitable, waiting = self.awaitable, self.waiting
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                awaitable.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waiting = awaitable.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    waiting = awaitable.send(sent)
+                except StopIteration as done:
+                    return done.value
 
 
 async def _aclose(iterator: object) -> None:
@@ -194,10 +282,15 @@ class _EventStream(StreamingResponse):
         super().__init__(writer.chunks(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Not Starlette's way (a task group listening for the disconnect the whole time, which
+        # costs more than a scripted stream): the writer listens only while its producer waits.
         self.link.bind(send)
         self.writer.tally = scope.get(TALLY_KEY)
+        self.writer.receive = receive
         try:
-            await super().__call__(scope, receive, send)
+            await self.stream_response(send)
+        except OSError:
+            raise ClientDisconnect() from None
         finally:
             body = self.body_iterator
             await _aclose(body)
