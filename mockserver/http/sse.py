@@ -21,7 +21,6 @@ is written ``cancelled``, a model's queued step is cancelled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Generator
@@ -118,6 +117,7 @@ class _Writer:
         self.tally: Tally | None = None
         self.receive: Receive | None = None  # for the client's disconnect, while the producer waits
         self._gone: asyncio.Future[Any] | None = None
+        self._waiting = False  # the producer is waiting now (a hang-up cancels the wait)
         self.events = 0
         self.sequence = -1  # the last sequence_number sent (Responses)
 
@@ -145,24 +145,36 @@ class _Writer:
         return frame
 
     async def _waited(self, resumed: _Resumed) -> Frame:
-        """``resumed``'s frame, unless the client hangs up first."""
+        """``resumed``'s frame, unless the client hangs up first: a watcher, started the first
+        time the producer waits, cancels the wait (so the producer's ``finally`` runs at once,
+        in its own task — some producers hold cancel scopes bound to it)."""
+        frame: Frame
         if self.receive is None:
-            frame: Frame = await resumed
+            frame = await resumed
             return frame
         if self._gone is None:
+            task = asyncio.current_task()
             self._gone = asyncio.ensure_future(_disconnected(self.receive))
-        job = asyncio.ensure_future(resumed)
+
+            def hang_up(gone: asyncio.Future[Any]) -> None:
+                if self._waiting and task is not None and not gone.cancelled():
+                    task.cancel()
+
+            self._gone.add_done_callback(hang_up)
+        if self._gone.done():
+            raise StreamEnded("client_disconnect")
+        self._waiting = True
         try:
-            await asyncio.wait((job, self._gone), return_when=asyncio.FIRST_COMPLETED)
+            frame = await resumed
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._gone.done() and not self._gone.cancelled() and task is not None:
+                task.uncancel()
+                raise StreamEnded("client_disconnect") from None
+            raise
         finally:
-            if not job.done():
-                job.cancel()
-                with contextlib.suppress(BaseException):
-                    await job
-        if not job.cancelled():
-            frame = job.result()
-            return frame
-        raise StreamEnded("client_disconnect")
+            self._waiting = False
+        return frame
 
     async def chunks(self) -> AsyncIterator[bytes]:
         faults, framing = self.faults, self.framing
