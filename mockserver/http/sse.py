@@ -162,6 +162,7 @@ class _Writer:
 
             self._gone.add_done_callback(hang_up)
         if self._gone.done():
+            resumed.awaitable.close()  # the producer's step, begun, is abandoned: its finally runs
             raise StreamEnded("client_disconnect")
         self._waiting = True
         try:
