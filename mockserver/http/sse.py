@@ -161,8 +161,10 @@ class _Writer:
                     task.cancel()
 
             self._gone.add_done_callback(hang_up)
-        if self._gone.done():
-            resumed.awaitable.close()  # the producer's step, begun, is abandoned: its finally runs
+        if self._gone.done():  # gone already: the producer's step, begun, is cancelled (its finally runs)
+            resumed.cancel = True
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await resumed
             raise StreamEnded("client_disconnect")
         self._waiting = True
         try:
@@ -253,14 +255,20 @@ class _Resumed:
     yielded to the task (its future). Awaiting this hands that to the task and goes on driving
     the awaitable, exceptions (a cancellation) passed in as they come."""
 
-    __slots__ = ("awaitable", "waiting")
+    __slots__ = ("awaitable", "cancel", "waiting")
 
     def __init__(self, awaitable: Any, waiting: Any) -> None:
         self.awaitable = awaitable
         self.waiting = waiting
+        self.cancel = False  # cancel the awaitable instead of waiting for it
 
     def __await__(self) -> Generator[Any, Any, Any]:
         awaitable, waiting = self.awaitable, self.waiting
+        if self.cancel:
+            try:
+                waiting = awaitable.throw(asyncio.CancelledError())
+            except StopIteration as done:
+                return done.value
         while True:
             try:
                 sent = yield waiting
