@@ -21,6 +21,7 @@ is written ``cancelled``, a model's queued step is cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Generator
