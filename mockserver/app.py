@@ -20,7 +20,7 @@ from starlette.types import Scope
 
 from mockserver import __version__
 from mockserver.answers.script import Script
-from mockserver.backends import ModelOptions, Parts, build_chain, chain_names
+from mockserver.backends import ModelOptions, Parts, build_chain
 from mockserver.cassettes.library import CassetteOptions, pace_of
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
@@ -116,7 +116,7 @@ def create_app(
     settings = settings or Settings()
     if clock is None:
         clock = VirtualClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
-    names = chain_names(settings.backend, bool(settings.cassettes), settings.on_miss)
+    names = settings.chain()
     chaos = Chaos(
         rules=RuleBook(defaults=parse_faults(settings.faults)),
         journal=Journal(settings.journal_size),

@@ -160,7 +160,7 @@ def banner(settings: Settings, host: str, port: int) -> str:
     lines = [
         f"mockserver {__version__} listening on {url}",
         f"  base_url   {url}/v1  (or /<profile>/v1 for another dialect; /health, /metrics)",
-        f"  backend    {settings.backend}, profile {settings.profile}{strict}, seed {settings.seed}",
+        f"  backend    {','.join(settings.chain())}, profile {settings.profile}{strict}, seed {settings.seed}",
     ]
     if settings.models:
         lines.append(f"  models     {', '.join(settings.models)}")
@@ -239,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             where = ".".join(str(p) for p in error["loc"])
-            print(f"mockserver: invalid --{where.replace('_', '-')}: {error['msg']}", file=sys.stderr)
+            message = str(error["msg"]).removeprefix("Value error, ")
+            print(f"mockserver: invalid --{where.replace('_', '-')}: {message}", file=sys.stderr)
         return 2
     if args.command == "serve":
         serve(settings)

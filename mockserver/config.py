@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mockserver.answers.reasoning import DEFAULT_PATTERNS
@@ -96,13 +96,22 @@ class Settings(BaseSettings):
         description="Model ids (shell patterns) that think before answering (docs/tools.md).",
     )
 
-    @model_validator(mode="after")
-    def _chain_runs(self) -> Settings:
+    @field_validator("backend")
+    @classmethod
+    def _chain_runs(cls, value: str, info: ValidationInfo) -> str:
         from mockserver.backends import chain_names, check_names
 
-        # A ValueError in one line naming the backend and the choices.
-        check_names(chain_names(self.backend, bool(self.cassettes), self.on_miss), bool(self.cassettes))
-        return self
+        # A ValueError in one line naming the backend and the choices (cassettes and on_miss
+        # are declared before backend, so they are read here).
+        cassettes = bool(info.data.get("cassettes"))
+        check_names(chain_names(value, cassettes, info.data.get("on_miss", "error")), cassettes)
+        return value
+
+    def chain(self) -> tuple[str, ...]:
+        """The backends that answer, in order (see :mod:`mockserver.backends`)."""
+        from mockserver.backends import chain_names
+
+        return chain_names(self.backend, bool(self.cassettes), self.on_miss)
 
     @field_validator("profile")
     @classmethod

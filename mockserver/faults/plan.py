@@ -33,9 +33,12 @@ def note(scope: MutableMapping[str, Any], faults: Iterable[Fault]) -> None:
         applied.extend(f for f in faults if f not in applied)
 
 
-def applicable(plan: Sequence[Fault], *, generated: bool, stream: bool) -> list[Fault]:
-    """The faults of ``plan`` a generation's answer gets: latency always, content faults when
-    the answer is generated (not a recording), stream faults when it streams."""
+def applicable(plan: Sequence[Fault], *, generated: bool, stream: bool, paced: bool = True) -> list[Fault]:
+    """The faults of ``plan`` an answer gets: latency when it runs under the engine (``paced``:
+    a generation endpoint's), content faults when the answer is generated (not a recording),
+    stream faults when it streams."""
     return [
-        f for f in plan if f.kind == "latency" or (f.kind == "content" and generated) or (f.kind == "stream" and stream)
+        f
+        for f in plan
+        if (f.kind == "latency" and paced) or (f.kind == "content" and generated) or (f.kind == "stream" and stream)
     ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from mockserver.faults.catalogue import Fault
@@ -21,15 +21,18 @@ from mockserver.http.link import Link
 __all__ = ["KEEPALIVE", "StreamEnded", "StreamFaults"]
 
 KEEPALIVE = b": keep-alive\n\n"
+DONE = b"data: [DONE]"  # a stream's terminator, as it starts (a recording's may end in CRLF)
 Json = dict[str, Any]
 
 
 class StreamEnded(Exception):
-    """A fault ended the stream; ``how`` is the journal's ending (``eof``, ``reset``, ``stall``)."""
+    """The stream ends here, on purpose; ``how`` is the journal's ending (``eof``, ``reset``,
+    ``stall``…), and ``after`` what to do once what was written is out (reset the connection)."""
 
-    def __init__(self, how: str) -> None:
+    def __init__(self, how: str, after: Callable[[], None] | None = None) -> None:
         super().__init__(how)
         self.how = how
+        self.after = after
 
 
 class StreamFaults:
@@ -49,8 +52,12 @@ class StreamFaults:
     # ---- frames ---------------------------------------------------------------------------
 
     def rewrite(self, frame: Json | bytes) -> Json | bytes | None:
-        """The frame as the chunk-editing faults leave it (None: dropped)."""
+        """The frame as the chunk-editing faults leave it (None: dropped). A recording's own
+        ``[DONE]`` obeys the terminator faults as ours does."""
         f = self._f
+        if isinstance(frame, bytes) and frame.startswith(DONE):
+            done = self.terminators(frame)
+            return b"".join(done) if done else None
         if not (f.keys() & _EDITING):
             return frame
         if isinstance(frame, bytes):

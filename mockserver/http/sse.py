@@ -98,7 +98,7 @@ class Framing:
 def _is_event(frame: Frame) -> bool:
     if isinstance(frame, dict):
         return True
-    return frame.startswith((b"data: ", b"event: ")) and not frame.startswith(DONE)
+    return frame.startswith((b"data: ", b"event: ")) and not frame.startswith(DONE[:12])
 
 
 class _Writer:
@@ -229,6 +229,10 @@ class _Writer:
             if held:
                 yield b"".join(held)
         except StreamEnded as ended:
+            if held:
+                yield b"".join(held)
+            if ended.after is not None:
+                ended.after()
             self._end(ended.how)
         except APIError as exc:
             yield b"".join([*held, framing.error(exc, self.sequence + 1)])

@@ -332,10 +332,11 @@ async def recorded_response(
     plan: tuple[Fault, ...],
     style: Any,
     named: bool,
+    paced: bool = True,
 ) -> Response:
     """A recording's answer, byte for byte: a stream under the request's stream faults, or a
-    whole body."""
-    note(scope, applicable(plan, generated=False, stream=head.stream))
+    whole body. ``paced``: its events came through the engine (latency applied)."""
+    note(scope, applicable(plan, generated=False, stream=head.stream, paced=paced))
     if not head.stream:
         body: list[bytes] = []
         try:
@@ -377,8 +378,7 @@ async def _recorded_frames(events: AsyncIterator[Event], link: Link) -> AsyncIte
             if isinstance(event, RecordedFrame):
                 yield event.data
             elif isinstance(event, RecordedEnd) and event.how == "reset":
-                link.reset()  # the recording ended in a reset: so does its replay
-                raise StreamEnded("reset")
+                raise StreamEnded("reset", after=link.reset)  # it ended in a reset: so does its replay
     finally:
         await aclose(events)
 
@@ -416,9 +416,8 @@ def replayable(endpoint: Handler) -> Handler:
             if not isinstance(head, RecordedHead):
                 await aclose(events)
                 continue
-            return await recorded_response(
-                scope, name, head, events, planned(scope), ctx.profile_of(scope).error_style, False
-            )
+            style = ctx.profile_of(scope).error_style
+            return await recorded_response(scope, name, head, events, planned(scope), style, False, paced=False)
         if refused is not None:
             raise refused
         return await endpoint(request)
