@@ -24,7 +24,7 @@ from mockserver.backends import ModelOptions, Parts, build_chain
 from mockserver.cassettes.library import CassetteOptions, pace_of
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
-from mockserver.context import Admin, Chaos, ServerContext
+from mockserver.context import NOTE_KEY, Admin, Chaos, ServerContext
 from mockserver.errors import APIError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
 from mockserver.faults.catalogue import parse as parse_faults
 from mockserver.faults.injector import FaultInjector
@@ -40,7 +40,7 @@ from mockserver.http.sse import dumps
 from mockserver.media.vectors import MAX_INPUT_TOKENS
 from mockserver.profiles import PROFILES, Models, profile_named
 from mockserver.responses.lifecycle import Lifecycle
-from mockserver.responses.store import open_store
+from mockserver.responses.stores import open_store
 from mockserver.routes.codec import Options
 from mockserver.routes.table import routes
 from mockserver.spine.backend import Backend
@@ -64,6 +64,9 @@ def _style(scope: Scope) -> ErrorStyle:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, APIError)
+    note = request.scope.get(NOTE_KEY)
+    if note is not None and exc.code == "cassette_miss":
+        note(f"cassette miss on {request.method} {request.url.path}: {exc.message}")
     return error_response(exc, _style(request.scope))
 
 

@@ -6,6 +6,7 @@ Flags win over the environment, which wins over the defaults.
 from __future__ import annotations
 
 import argparse
+import gc
 import socket
 import sys
 import typing
@@ -192,17 +193,22 @@ def banner(settings: Settings, host: str, port: int) -> str:
     return "\n".join(lines)
 
 
-# Seconds an idle keep-alive connection stays open. Longer than clients keep idle connections
-# (httpx, so the OpenAI SDK: 5 s; aiohttp: 15 s; Go: 90 s): at uvicorn's default, 5 s, both
-# ends expire together, and a request sent on a connection the server is just closing gets a
-# TCP reset (an SDK with max_retries=0 fails with APIConnectionError).
-KEEP_ALIVE = 120
+def _settle(app: Any) -> None:
+    """Everything made at start-up (the model, once loaded, included) is there for good: moved
+    out of the collector's sight, so a full collection no longer walks torch's objects — that
+    took tens of milliseconds, a pause any request in flight would wait out."""
+    gc.collect()
+    gc.freeze()
+    warm_up = getattr(app.state.ctx.model, "warm_up", None)
+    if warm_up is not None:
+        warm_up().add_done_callback(lambda _: gc.freeze())
 
 
 def serve(settings: Settings) -> None:
     import uvicorn
 
     from mockserver.app import create_app
+    from mockserver.http.server import uvicorn_config
 
     class Server(uvicorn.Server):
         """Says where it listens once it does: with ``--port 0`` only the socket knows."""
@@ -212,20 +218,10 @@ def serve(settings: Settings) -> None:
             if self.started:
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 print(banner(settings, host, port), file=sys.stderr, flush=True)
+                _settle(app)
 
     app = create_app(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,  # a test double answers thousands of calls; logging each costs
-        loop="auto",
-        http="auto",
-        lifespan="on",
-        timeout_keep_alive=KEEP_ALIVE,
-    )
-    Server(config).run()
+    Server(uvicorn_config(app, settings.host, settings.port, settings.log_level)).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

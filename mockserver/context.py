@@ -21,9 +21,12 @@ from mockserver.routes.codec import Options
 from mockserver.spine.backend import Backend, Chain
 from mockserver.spine.engine import Engine
 
-__all__ = ["PROFILE_KEY", "Admin", "Chaos", "ServerContext"]
+__all__ = ["NOTE_KEY", "PROFILE_KEY", "Admin", "Chaos", "ServerContext"]
 
 PROFILE_KEY = "mockserver.profile"  # set in the ASGI scope by the path-prefix middleware
+# A callable ``(what) -> None`` a test harness leaves in the scope to hear of failures a test
+# should see (a cassette miss): the error handler calls it, so nobody reads the answer's body.
+NOTE_KEY = "mockserver.note"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,13 @@ from mockserver.spine.stopping import TextAssembler
 __all__ = ["Recital", "TokenMaker"]
 
 TokenMaker = Callable[[int], Callable[[str], Token]]  # token id → (its text → the Token)
-Kind = Literal["text", "refusal", "name", "arguments"]
+_PieceKind = Literal["text", "refusal", "name", "arguments"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
     token_id: int
-    kind: Kind
+    kind: _PieceKind
     call: int = 0  # which tool call ("name" / "arguments")
     last: bool = False  # the last token of its span
 
@@ -68,7 +68,7 @@ class Recital:
         self.produced = 0
 
     @staticmethod
-    def _span(ids: list[int], kind: Kind, call: int = 0) -> list[_Piece]:
+    def _span(ids: list[int], kind: _PieceKind, call: int = 0) -> list[_Piece]:
         return [_Piece(t, kind, call, last=j == len(ids) - 1) for j, t in enumerate(ids)]
 
     @property

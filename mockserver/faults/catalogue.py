@@ -23,14 +23,14 @@ from typing import Literal
 
 from mockserver.spine.seeding import digest
 
-__all__ = ["CATALOGUE", "Fault", "FaultError", "Kind", "parse", "request_rng"]
+__all__ = ["CATALOGUE", "Fault", "FaultError", "FaultKind", "parse", "request_rng"]
 
-Kind = Literal["http", "transport", "stream", "content", "latency"]
+FaultKind = Literal["http", "transport", "stream", "content", "latency"]
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    kind: Kind
+class Definition:
+    kind: FaultKind
     doc: str
     primary: str | None = None  # the parameter ``name=value`` sets
     defaults: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
@@ -41,69 +41,71 @@ def _d(**values: float) -> Mapping[str, float]:
 
 
 # The names a request may ask for. The fault table in docs/faults.md is checked against this by a test.
-CATALOGUE: Mapping[str, Entry] = MappingProxyType(
+CATALOGUE: Mapping[str, Definition] = MappingProxyType(
     {
-        "http.400": Entry("http", "400 `context_length_exceeded`, OpenAI's body"),
-        "http.401": Entry("http", "401 `invalid_api_key`"),
-        "http.403": Entry("http", "403 `unsupported_country_region_territory`"),
-        "http.404": Entry("http", "404 `model_not_found`"),
-        "http.408": Entry("http", "408 request timeout"),
-        "http.409": Entry("http", "409 conflict"),
-        "http.429": Entry(
+        "http.400": Definition("http", "400 `context_length_exceeded`, OpenAI's body"),
+        "http.401": Definition("http", "401 `invalid_api_key`"),
+        "http.403": Definition("http", "403 `unsupported_country_region_territory`"),
+        "http.404": Definition("http", "404 `model_not_found`"),
+        "http.408": Definition("http", "408 request timeout"),
+        "http.409": Definition("http", "409 conflict"),
+        "http.429": Definition(
             "http",
             "429 `rate_limit_exceeded` with `retry-after`, `retry-after-ms` and `x-ratelimit-*`",
             "retry_after",
             _d(retry_after=1.0),
         ),
-        "http.quota": Entry("http", "429 `insufficient_quota` (not worth retrying)"),
-        "http.500": Entry("http", "500 server error"),
-        "http.502": Entry("http", "502 with an HTML body, as a proxy sends it"),
-        "http.503": Entry("http", "503 overloaded", "retry_after", _d(retry_after=0.0)),
-        "http.504": Entry("http", "504 gateway timeout"),
-        "http.should_retry": Entry(
+        "http.quota": Definition("http", "429 `insufficient_quota` (not worth retrying)"),
+        "http.500": Definition("http", "500 server error"),
+        "http.502": Definition("http", "502 with an HTML body, as a proxy sends it"),
+        "http.503": Definition("http", "503 overloaded", "retry_after", _d(retry_after=0.0)),
+        "http.504": Definition("http", "504 gateway timeout"),
+        "http.should_retry": Definition(
             "http", "with an HTTP fault: `x-should-retry: true` (1) or `false` (0)", "value", _d(value=1.0)
         ),
-        "transport.reset": Entry("transport", "TCP reset before any byte of the response"),
-        "transport.empty": Entry("transport", "connection closed with no response at all"),
-        "transport.garbage": Entry("transport", "bytes that are not HTTP, then close"),
-        "transport.truncated": Entry("transport", "`content-length` larger than the body sent, then close"),
-        "transport.hang": Entry("transport", "accept the request and never answer"),
-        "stream.cut_after": Entry("stream", "end the stream cleanly after N events, no `[DONE]`", "n", _d(n=1)),
-        "stream.reset_after": Entry("stream", "TCP reset after N events", "n", _d(n=1)),
-        "stream.stall_after": Entry(
+        "transport.reset": Definition("transport", "TCP reset before any byte of the response"),
+        "transport.empty": Definition("transport", "connection closed with no response at all"),
+        "transport.garbage": Definition("transport", "bytes that are not HTTP, then close"),
+        "transport.truncated": Definition("transport", "`content-length` larger than the body sent, then close"),
+        "transport.hang": Definition("transport", "accept the request and never answer"),
+        "stream.cut_after": Definition("stream", "end the stream cleanly after N events, no `[DONE]`", "n", _d(n=1)),
+        "stream.reset_after": Definition("stream", "TCP reset after N events", "n", _d(n=1)),
+        "stream.stall_after": Definition(
             "stream",
             "after N events send nothing for `for` seconds (0: forever), a `: keep-alive` comment "
             "every `keepalive` seconds if set, then go on",
             "n",
             _d(n=1, keepalive=0.0, **{"for": 0.0}),
         ),
-        "stream.malformed_at": Entry("stream", "event N is cut mid-JSON", "n", _d(n=1)),
-        "stream.split_utf8": Entry("stream", "every multi-byte character is split across two writes"),
-        "stream.bytewise": Entry("stream", "every byte in its own write"),
-        "stream.no_done": Entry("stream", "the `[DONE]` terminator is not sent"),
-        "stream.double_done": Entry("stream", "the `[DONE]` terminator is sent twice"),
-        "stream.error_at": Entry(
+        "stream.malformed_at": Definition("stream", "event N is cut mid-JSON", "n", _d(n=1)),
+        "stream.split_utf8": Definition("stream", "every multi-byte character is split across two writes"),
+        "stream.bytewise": Definition("stream", "every byte in its own write"),
+        "stream.no_done": Definition("stream", "the `[DONE]` terminator is not sent"),
+        "stream.double_done": Definition("stream", "the `[DONE]` terminator is sent twice"),
+        "stream.error_at": Definition(
             "stream", "event N is replaced by an in-band error event; the stream ends", "n", _d(n=1)
         ),
-        "stream.no_finish_reason": Entry("stream", "no chunk carries a `finish_reason`"),
-        "stream.no_usage": Entry("stream", "the usage chunk is dropped despite `include_usage`"),
-        "stream.no_completed": Entry("stream", "a Responses stream's closing `response.completed` event is not sent"),
-        "stream.skip_sequence": Entry(
+        "stream.no_finish_reason": Definition("stream", "no chunk carries a `finish_reason`"),
+        "stream.no_usage": Definition("stream", "the usage chunk is dropped despite `include_usage`"),
+        "stream.no_completed": Definition(
+            "stream", "a Responses stream's closing `response.completed` event is not sent"
+        ),
+        "stream.skip_sequence": Definition(
             "stream",
             "a Responses stream skips `sequence_number` N (later events are numbered one higher)",
             "n",
             _d(n=1),
         ),
-        "content.length": Entry("content", "every choice finishes with `length`"),
-        "content.filter": Entry("content", "every choice finishes with `content_filter`"),
-        "content.refusal": Entry("content", "every choice refuses: chat's `refusal` instead of `content`"),
-        "content.bad_arguments": Entry("content", "tool-call arguments are not valid JSON (cut before their end)"),
-        "content.off_schema": Entry(
+        "content.length": Definition("content", "every choice finishes with `length`"),
+        "content.filter": Definition("content", "every choice finishes with `content_filter`"),
+        "content.refusal": Definition("content", "every choice refuses: chat's `refusal` instead of `content`"),
+        "content.bad_arguments": Definition("content", "tool-call arguments are not valid JSON (cut before their end)"),
+        "content.off_schema": Definition(
             "content", "structured output and tool arguments are JSON that breaks the requested schema"
         ),
-        "latency.ttft": Entry("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
-        "latency.itl": Entry("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
-        "latency.queue": Entry("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),
+        "latency.ttft": Definition("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
+        "latency.itl": Definition("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
+        "latency.queue": Definition("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),
     }
 )
 
@@ -119,7 +121,7 @@ class Fault:
     probability: float = 1.0
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> FaultKind:
         return CATALOGUE[self.name].kind
 
     def __getitem__(self, key: str) -> float:

@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from mockserver.faults.catalogue import Fault
+from mockserver.http.body import Json
 from mockserver.http.link import Link
 
 __all__ = ["KEEPALIVE", "StreamEnded", "StreamFaults"]
 
 KEEPALIVE = b": keep-alive\n\n"
 DONE = b"data: [DONE]"  # a stream's terminator, as it starts (a recording's may end in CRLF)
-Json = dict[str, Any]
 
 
 class StreamEnded(Exception):
@@ -51,7 +51,7 @@ class StreamFaults:
 
     # ---- frames ---------------------------------------------------------------------------
 
-    def rewrite(self, frame: Json | bytes) -> Json | bytes | None:
+    def rewrite(self, frame: Json | Any | bytes) -> Json | Any | bytes | None:
         """The frame as the chunk-editing faults leave it (None: dropped). A recording's own
         ``[DONE]`` obeys the terminator faults as ours does."""
         f = self._f
@@ -62,7 +62,7 @@ class StreamFaults:
             return frame
         if isinstance(frame, bytes):
             return self._rewrite_recorded(frame)
-        return self._edit(frame)
+        return self._edit(frame if isinstance(frame, dict) else frame.to_json())
 
     def _edit(self, frame: Json) -> Json | None:
         f = self._f

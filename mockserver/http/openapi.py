@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from mockserver.http.body import Json
 from mockserver.schemas import outputs
 from mockserver.schemas.chat import ChatRequest
 from mockserver.schemas.completions import CompletionRequest
@@ -25,7 +26,6 @@ from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 
 __all__ = ["OPERATIONS", "Operation", "Param", "document"]
 
-Json = dict[str, Any]
 Method = Literal["get", "post", "delete"]
 
 

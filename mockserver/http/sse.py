@@ -44,7 +44,17 @@ DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 TALLY_KEY = "mockserver.tally"  # the request's journal entry, left in the ASGI scope by the edge
 
-Frame = dict[str, Any] | bytes  # an object we encode, or a recording's bytes sent as they are
+
+class Encodable(Protocol):
+    """A frame that encodes itself (fast), and can be had as an object (to be edited)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def json_bytes(self) -> bytes: ...
+
+
+# An object we encode, one that encodes itself, or a recording's bytes sent as they are.
+Frame = dict[str, Any] | Encodable | bytes
 
 
 def dumps(obj: Any) -> bytes:
@@ -84,6 +94,8 @@ class Framing:
     def encode(self, frame: Frame) -> bytes:
         if isinstance(frame, bytes):
             return frame
+        if not isinstance(frame, dict):
+            return b"data: " + frame.json_bytes() + b"\n\n"
         data = b"data: " + dumps(frame) + b"\n\n"
         return b"event: " + str(frame["type"]).encode() + b"\n" + data if self.named else data
 
@@ -96,7 +108,7 @@ class Framing:
 
 
 def _is_event(frame: Frame) -> bool:
-    if isinstance(frame, dict):
+    if not isinstance(frame, bytes):
         return True
     return frame.startswith((b"data: ", b"event: ")) and not frame.startswith(DONE[:12])
 

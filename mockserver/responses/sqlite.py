@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mockserver.clock import Clock
-from mockserver.responses.store import Json, Kind, Page, Query, Record
+from mockserver.http.body import Json
+from mockserver.responses.store import Page, Query, Record, RecordKind
 
 __all__ = ["SqliteStore"]
 
@@ -139,7 +140,7 @@ class SqliteStore:
 
         return await self._run(insert)
 
-    async def get(self, response_id: str, kind: Kind = "response") -> Record | None:
+    async def get(self, response_id: str, kind: RecordKind = "response") -> Record | None:
         now = self._clock.now()
 
         def select(db: sqlite3.Connection) -> Record | None:
@@ -178,7 +179,7 @@ class SqliteStore:
 
         return await self._run(select)
 
-    async def delete(self, response_id: str, kind: Kind = "response") -> bool:
+    async def delete(self, response_id: str, kind: RecordKind = "response") -> bool:
         def remove(db: sqlite3.Connection) -> bool:
             with _transaction(db):
                 gone = db.execute("DELETE FROM responses WHERE id = ? AND kind = ?", (response_id, kind)).rowcount
@@ -188,7 +189,7 @@ class SqliteStore:
 
         return await self._run(remove)
 
-    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+    async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
         now, body = self._clock.now(), _dumps(obj)
 
         def write(db: sqlite3.Connection) -> bool:

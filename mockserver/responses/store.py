@@ -8,7 +8,7 @@ and delete it. That conditional update is the whole concurrency story: a cancel 
 run's completion is two updates expecting ``in_progress``, and exactly one of them wins.
 
 Stored chat completions (``store: true``) live beside responses as records of another
-:data:`Kind`; every read and delete names the kind it wants (``response`` unless told), so
+:data:`RecordKind`; every read and delete names the kind it wants (``response`` unless told), so
 neither API ever sees the other's records. They have no status, so they are changed with
 :meth:`Store.rewrite` (a metadata update), never with the conditional update. :meth:`Store.find`
 lists one kind in creation order, a page at a time.
@@ -25,14 +25,14 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from mockserver.clock import Clock
+from mockserver.http.body import Json
 
-__all__ = ["Kind", "MemoryStore", "Page", "Query", "Record", "Store", "open_store"]
+__all__ = ["MemoryStore", "Page", "Query", "Record", "RecordKind", "Store"]
 
-Json = dict[str, Any]
-Kind = Literal["response", "chat.completion"]
+RecordKind = Literal["response", "chat.completion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class Record:
     background: bool = False
     stream: bool = False
     events: int = 0
-    kind: Kind = "response"
+    kind: RecordKind = "response"
 
     @property
     def status(self) -> str:
@@ -71,7 +71,7 @@ class Query:
     ``limit`` records past it that have the ``model`` (if given) and every ``metadata`` pair.
     """
 
-    kind: Kind
+    kind: RecordKind
     model: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
     after: str | None = None
@@ -102,7 +102,7 @@ class Store(Protocol):
         """Keep ``record``; False (and nothing kept) if its id is taken."""
         ...
 
-    async def get(self, response_id: str, kind: Kind = "response") -> Record | None: ...
+    async def get(self, response_id: str, kind: RecordKind = "response") -> Record | None: ...
 
     async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
         """Replace the snapshot and append ``events``, if the status is in ``expect`` (else
@@ -113,9 +113,9 @@ class Store(Protocol):
         """The recorded events with ``sequence_number > after``, in order."""
         ...
 
-    async def delete(self, response_id: str, kind: Kind = "response") -> bool: ...
+    async def delete(self, response_id: str, kind: RecordKind = "response") -> bool: ...
 
-    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+    async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
         """Replace the stored object, whatever the status, keeping the record's place in the
         creation order; False if there is no such record."""
         ...
@@ -148,7 +148,7 @@ class MemoryStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _live(self, response_id: str, kind: Kind | None = None) -> _Entry | None:
+    def _live(self, response_id: str, kind: RecordKind | None = None) -> _Entry | None:
         """The unexpired entry (of ``kind``, if given)."""
         entry = self._entries.get(response_id)
         if entry is not None and entry.expires <= self._clock.now():
@@ -166,7 +166,7 @@ class MemoryStore:
             self._entries.popitem(last=False)
         return True
 
-    async def get(self, response_id: str, kind: Kind = "response") -> Record | None:
+    async def get(self, response_id: str, kind: RecordKind = "response") -> Record | None:
         entry = self._live(response_id, kind)
         return entry.record if entry is not None else None
 
@@ -185,13 +185,13 @@ class MemoryStore:
         # Sequence numbers are list positions, so "after N" is a slice.
         return entry.events[max(0, after + 1) :]
 
-    async def delete(self, response_id: str, kind: Kind = "response") -> bool:
+    async def delete(self, response_id: str, kind: RecordKind = "response") -> bool:
         if self._live(response_id, kind) is None:
             return False
         del self._entries[response_id]
         return True
 
-    async def rewrite(self, record_id: str, obj: Json, kind: Kind) -> bool:
+    async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
         entry = self._live(record_id, kind)
         if entry is None:
             return False
@@ -213,15 +213,3 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._entries.clear()
-
-
-def open_store(spec: str, clock: Clock, capacity: int, ttl: float) -> Store:
-    """``memory`` or ``sqlite:PATH`` (ValueError for anything else)."""
-    if spec == "memory":
-        return MemoryStore(clock, capacity, ttl)
-    kind, sep, path = spec.partition(":")
-    if kind == "sqlite" and sep and path:
-        from mockserver.responses.sqlite import SqliteStore
-
-        return SqliteStore(path, clock, ttl)
-    raise ValueError(f"unknown store {spec!r}: use 'memory' or 'sqlite:PATH'")

@@ -17,7 +17,7 @@ from mockserver.errors import InvalidRequest
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Options
+from mockserver.routes.codec import Call, Chunk, Frame, Options
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
@@ -160,11 +160,11 @@ class ChatCodec:
             body["prompt_logprobs"] = logprobs.prompt(first.prompt_logprobs)
         return body
 
-    def _chunk(self, call: Call, index: int, delta: dict[str, Any], lp: Any = None, **finish: Any) -> dict[str, Any]:
+    def _chunk(self, call: Call, index: int, delta: dict[str, Any], lp: Any = None, **finish: Any) -> Chunk:
         choice = {"index": index, "delta": delta, "logprobs": lp, **(finish or call.finish(None, None))}
         return call.chunk(call.profile.chunk_object, [choice])
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
         if isinstance(event, Started):
             return [self._chunk(call, event.index, {"role": "assistant", "content": "", "refusal": None})]
         if isinstance(event, TextDelta):

@@ -25,14 +25,14 @@ from mockserver.errors import InvalidRequest, NotFound
 from mockserver.http.body import Json, json_body
 from mockserver.http.sse import dumps
 from mockserver.responses.lifecycle import Lifecycle
-from mockserver.responses.store import Kind, Query, Record, Store
+from mockserver.responses.store import Query, Record, RecordKind, Store
 from mockserver.routes import params
 
 __all__ = ["remember", "routes"]
 
 log = logging.getLogger("mockserver")
 
-KIND: Kind = "chat.completion"
+KIND: RecordKind = "chat.completion"
 Order = Literal["asc", "desc"]
 
 # OpenAI's limits on metadata: pairs, key length, value length.

@@ -13,13 +13,14 @@ from typing import Any, Protocol
 
 from mockserver.answers.reasoning import DEFAULT_PATTERNS
 from mockserver.http.body import Json
+from mockserver.http.sse import dumps
 from mockserver.profiles import Endpoint, Models, Profile
 from mockserver.schemas.common import GenerationFields
 from mockserver.spine.events import Event, Usage
 from mockserver.spine.request import GenerationRequest, Origin, Surface
 from mockserver.spine.result import Result
 
-__all__ = ["Call", "Codec", "Conversation", "Options", "usage_body"]
+__all__ = ["Call", "Chunk", "Codec", "Conversation", "Frame", "Options", "usage_body"]
 
 Conversation = tuple[tuple[str, str], ...]  # (role, text) turns
 
@@ -47,6 +48,8 @@ class Call:
     created: int
     include_usage: bool = False
     service_tier: str | None = None  # reported in the body (None: no such field)
+    # Each chunk object's envelope as bytes, made once per stream (see Chunk).
+    heads: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def usage_on_last_chunk(self) -> bool:
@@ -63,12 +66,16 @@ class Call:
             head["service_tier"] = self.service_tier
         return head
 
-    def chunk(self, obj: str, choices: list[Json]) -> Json:
+    def chunk(self, obj: str, choices: list[Json]) -> Chunk:
         """A stream chunk; with ``include_usage`` every chunk says ``"usage": null``."""
-        chunk = {**self.envelope(obj), "choices": choices}
-        if self.include_usage:
-            chunk["usage"] = None
-        return chunk
+        return Chunk(self, obj, choices)
+
+    def head(self, obj: str) -> bytes:
+        """The envelope of chunk object ``obj`` as JSON bytes, open before ``"choices"``."""
+        head = self.heads.get(obj)
+        if head is None:
+            head = self.heads[obj] = dumps(self.envelope(obj))[:-1] + b',"choices":'
+        return head
 
     def usage(self, result: Result) -> Json:
         return usage_body(result.usage, self.profile.usage_details)
@@ -87,6 +94,34 @@ class Call:
         if self.profile.stop_reason:
             fields["stop_reason"] = matched
         return fields
+
+
+class Chunk:
+    """A chat or completions stream chunk: ``{<envelope>, "choices": […], "usage": null}``.
+
+    A stream sends a chunk per token, all with the same envelope, so its bytes are made once
+    per stream (:meth:`Call.head`) and each chunk encodes only its choices. :meth:`to_json`
+    is the chunk as an object, for whoever edits it (a stream fault, a usage chunk joined)."""
+
+    __slots__ = ("call", "choices", "obj")
+
+    def __init__(self, call: Call, obj: str, choices: list[Json]) -> None:
+        self.call = call
+        self.obj = obj
+        self.choices = choices
+
+    def to_json(self) -> Json:
+        chunk = {**self.call.envelope(self.obj), "choices": self.choices}
+        if self.call.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def json_bytes(self) -> bytes:
+        tail = b',"usage":null}' if self.call.include_usage else b"}"
+        return self.call.head(self.obj) + dumps(self.choices) + tail
+
+
+Frame = Json | Chunk
 
 
 class Codec(Protocol):
@@ -114,7 +149,7 @@ class Codec(Protocol):
         """The non-streamed body."""
         ...
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[Json]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
         """The stream frames one event makes (``result`` has folded it already)."""
         ...
 

@@ -15,7 +15,7 @@ from typing import Any
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Options
+from mockserver.routes.codec import Call, Frame, Options
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
 from mockserver.spine.events import Event, Finished, Refusal, TextDelta
@@ -85,7 +85,7 @@ class CompletionsCodec:
     def object(self, call: Call) -> str:
         return call.profile.completion_object
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[dict[str, Any]]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
         if isinstance(event, TextDelta):
             lp = None
             if call.gen.sampling.logprobs is not None:

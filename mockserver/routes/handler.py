@@ -33,7 +33,8 @@ from mockserver.http.body import BODY_KEY, Json, json_body
 from mockserver.http.link import Link
 from mockserver.http.sse import Frame, Framing, dumps, event_stream
 from mockserver.routes import chat_store, params
-from mockserver.routes.codec import Call, Codec, Options
+from mockserver.routes.codec import Call, Chunk, Codec, Options
+from mockserver.routes.codec import Frame as Chunked
 from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
 from mockserver.spine import seeding
 from mockserver.spine.backend import Ask, Declined, aclose
@@ -291,13 +292,14 @@ async def _frames(
 ) -> AsyncIterator[Frame]:
     """The chunks of a chat or completions stream, one frame at a time."""
     result = Result()
-    held: list[Json] = []  # a choice's closing chunk, while usage may still join it
+    held: list[Chunked] = []  # a choice's closing chunk, while usage may still join it
     try:
         async for event in events:
             result.apply(event)
             frames = codec.encode_event(call, event, result)
             if isinstance(event, Usage) and held and call.usage_on_last_chunk:
-                held[-1] = {**held[-1], "usage": call.usage(result)}
+                last = held[-1]
+                held[-1] = {**(last.to_json() if isinstance(last, Chunk) else last), "usage": call.usage(result)}
             for frame in held:
                 yield frame
             held = []

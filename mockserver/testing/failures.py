@@ -12,11 +12,12 @@ is still that test's.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from mockserver.context import NOTE_KEY
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -84,17 +85,14 @@ class SessionLayer:
             given = {k for k, _ in scope["headers"]}
             scope = {**scope, "headers": [*scope["headers"], *((k, v) for k, v in self._running if k not in given)]}
         where = f"{scope['method']} {scope['path']}"
-        status, missed = 0, False
+        status = 0
         held: Message | None = None
+        scope = {**scope, NOTE_KEY: lambda what: self.failures.add(Failure(session, what))}  # a cassette miss
 
         async def watching(message: Message) -> None:
-            nonlocal status, missed, held
+            nonlocal status, held
             if message["type"] == "http.response.start":
                 status = message["status"]
-                missed = (b"x-mockserver-source", b"miss") in message.get("headers", [])
-            elif missed and message["type"] == "http.response.body":
-                missed = False
-                self.failures.add(Failure(session, f"cassette miss on {where}: {_error_text(message['body'])}"))
             elif status >= 500 and message["type"] == "http.response.body" and not message.get("more_body"):
                 # Starlette raises only after the 500 is sent: held back, the answer cannot reach
                 # the test (which then checks for failures) before the failure is on record.
@@ -111,10 +109,3 @@ class SessionLayer:
             if held is not None:
                 with contextlib.suppress(Exception):  # a client already gone; the app's error goes on
                     await send(held)
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        return str(json.loads(body)["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return body.decode("utf-8", "replace")

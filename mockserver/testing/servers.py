@@ -92,16 +92,11 @@ class LocalServer:
     def _listen(self) -> str:
         import uvicorn
 
-        # log_config=None: the test process's logging stays as the test runner set it up.
-        config = uvicorn.Config(
-            self.asgi,
-            host="127.0.0.1",
-            port=0,
-            lifespan="off",
-            log_config=None,
-            access_log=False,
-            timeout_graceful_shutdown=2,
-        )
+        from mockserver.http.server import uvicorn_config
+
+        # The lifespan ran already; log_config=None: the test process's logging stays as the
+        # test runner set it up.
+        config = uvicorn_config(self.asgi, lifespan="off", log_config=None, timeout_graceful_shutdown=2)
         self._uvicorn = server = uvicorn.Server(config)
         self._serving = asyncio.run_coroutine_threadsafe(server.serve(), self.loop.loop)
         deadline = time.monotonic() + 30

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mockserver.clock import Clock
+from mockserver.http.body import Json
 from mockserver.responses.lifecycle import Status
 from mockserver.routes import logprobs
 from mockserver.routes.responses.codec import item_id
@@ -20,8 +21,6 @@ from mockserver.spine.events import Event, Finished, Reasoning, Refusal, TextDel
 from mockserver.spine.result import Result
 
 __all__ = ["ResponseNarrator", "Turn"]
-
-Json = dict[str, Any]
 
 
 def _echoed_tool(tool: Json) -> Json:
