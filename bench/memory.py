@@ -53,7 +53,7 @@ def store_bytes(stored: int) -> dict[str, Any]:
     import httpx
 
     from bench import responses_poll
-    from tests.live import serve_in_thread
+    from tests.support.live import serve_in_thread
 
     served = responses_poll.app()
     out: dict[str, Any] = {"stored": stored}

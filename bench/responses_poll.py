@@ -35,7 +35,7 @@ from bench.loadgen import Cell
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.responses.store import MemoryStore, Record
-from tests.live import serve_in_thread
+from tests.support.live import serve_in_thread
 
 __all__ = ["BODY", "app", "fill", "template"]
 

@@ -28,7 +28,7 @@ from mockserver.app import create_app  # noqa: E402
 from mockserver.cassettes.files import CassetteDir  # noqa: E402
 from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent  # noqa: E402
 from mockserver.config import Settings  # noqa: E402
-from tests.live import serve_in_thread  # noqa: E402
+from tests.support.live import serve_in_thread  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FROZEN = 1_700_000_000.0

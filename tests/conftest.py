@@ -10,9 +10,7 @@ import pytest_asyncio
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from tests.live import Live, serve_in_thread
-
-FROZEN = 1_700_000_000.0
+from tests.support.live import FROZEN, Live, serve_in_thread
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,11 +43,11 @@ async def async_client(live: Live) -> AsyncIterator[openai.AsyncOpenAI]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Quickstarts of third-party libraries run last, in their own virtualenv, which starts
-    building now so the install overlaps the rest of the suite (see tests/docs_extras.py)."""
+    building now so the install overlaps the rest of the suite (see tests/docs/docs_extras.py)."""
     extras = [item for item in items if item.get_closest_marker("docs_extras")]
     if not extras:
         return
-    from tests import docs_extras
+    from tests.docs import docs_extras
 
     docs_extras.start()
     items[:] = [item for item in items if not item.get_closest_marker("docs_extras")] + extras

@@ -24,7 +24,7 @@ import httpx
 from mockserver.app import create_app
 from mockserver.config import Settings
 from tests.golden.cases import SERVERS, Case, cases
-from tests.live import ROOT, serve_in_thread
+from tests.support.live import ROOT, serve_in_thread
 
 FROZEN = 1_700_000_000.0
 CORPUS = Path(__file__).with_name("corpus.json")

@@ -50,7 +50,7 @@ SHORT = Budget(
     storm_clients=150,
     storm_concurrency=50,
     fuzz_examples=40,
-    # tests/test_openapi.py already runs the small schemathesis pass in CI.
+    # tests/contract/test_openapi.py already runs the small schemathesis pass in CI.
     schemathesis_examples=0,
     crash_rounds=2,
     reconfig_clients=16,

@@ -23,8 +23,9 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
+from mockserver.http.server import uvicorn_config
 from mockserver.routes.responses.codec import assistant_text
-from tests.live import ROOT, Live, free_port
+from tests.support.live import ROOT, Live, free_port
 
 Json = dict[str, Any]
 FROZEN = "1700000000"
@@ -126,7 +127,7 @@ class InThread:
 
 @contextmanager
 def thread_server(app: Starlette) -> Iterator[InThread]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", access_log=False)
+    config = uvicorn_config(app)  # the server mockserver serve runs (its keep-alive included)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="reliability-server", daemon=True)
     thread.start()

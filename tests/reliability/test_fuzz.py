@@ -1,5 +1,5 @@
 """Fuzzing: hypothesis-made request bodies for every generation-like endpoint, and a bigger
-schemathesis pass over ``/openapi.json`` than tests/test_openapi.py's.
+schemathesis pass over ``/openapi.json`` than tests/contract/test_openapi.py's.
 
 The bodies are near misses more often than noise: each starts from a valid request and gets
 fields with plausible values, wrong types, out-of-range numbers, NaN and infinities, lone
@@ -28,9 +28,9 @@ from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.media.painting import encode_png
 from mockserver.profiles import PROFILES
-from tests.live import Live
 from tests.reliability.conftest import Budget
 from tests.reliability.harness import Json, described, error_envelope, errors_logged, frames, thread_server
+from tests.support.live import Live
 
 # ---- values ------------------------------------------------------------------------------
 # Each field has plausible values (valid, or nearly: the interesting crashes are deep inside
@@ -412,10 +412,10 @@ def test_fuzzed_image_uploads_get_no_5xx_and_enveloped_errors(
 
 
 def test_schemathesis_finds_no_server_error(tmp_path: Path, budget: Budget, figures: dict[str, Any]) -> None:
-    """A bigger pass than tests/test_openapi.py's: more examples per operation, both
+    """A bigger pass than tests/contract/test_openapi.py's: more examples per operation, both
     workers, its own seed (the CI pass is derandomized)."""
     if not budget.schemathesis_examples:
-        pytest.skip("short run: tests/test_openapi.py runs the small schemathesis pass")
+        pytest.skip("short run: tests/contract/test_openapi.py runs the small schemathesis pass")
     with thread_server(create_app(Settings(context_window=48, frozen_time=1_700_000_000.0))) as server:
         run = subprocess.run(
             [

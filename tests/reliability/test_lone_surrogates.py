@@ -13,8 +13,8 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from tests.live import Live
 from tests.reliability.harness import error_envelope, frames, thread_server
+from tests.support.live import Live
 
 HALF = "\ud800"
 MSG = [{"role": "user", "content": "hi"}]

@@ -22,8 +22,8 @@ import pytest
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.http.link import reset
-from tests.live import Live
 from tests.reliability.harness import thread_server
+from tests.support.live import Live
 
 BODY = {"model": "gpt-4o-mini", "input": "Tell a story.", "max_output_tokens": 64, "stream": True}
 
