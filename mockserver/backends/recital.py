@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from mockserver.spine.events import ChoiceEvent, Finished, FinishReason, Refusal, TextDelta, Token, ToolCallDelta
@@ -28,12 +27,10 @@ TokenMaker = Callable[[int], Callable[[str], Token]]  # token id â†’ (its text â
 _PieceKind = Literal["text", "refusal", "name", "arguments"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Piece:
-    token_id: int
-    kind: _PieceKind
-    call: int = 0  # which tool call ("name" / "arguments")
-    last: bool = False  # the last token of its span
+# One token of an answer: its id, what it belongs to, which tool call ("name" / "arguments"),
+# and whether it is the last token of its span. A tuple, not a dataclass: an answer has as
+# many as it has tokens, and they are made on every request.
+_Piece = tuple[int, _PieceKind, int, bool]
 
 
 class Recital:
@@ -64,16 +61,18 @@ class Recital:
             pieces += self._span(encode(call.name), "name", i)
             pieces += self._span(encode(call.arguments or ""), "arguments", i)
         self._pieces = pieces
-        self.ids = [p.token_id for p in pieces]
+        self._count = len(pieces)
+        self.ids = [p[0] for p in pieces]
         self.produced = 0
 
     @staticmethod
     def _span(ids: list[int], kind: _PieceKind, call: int = 0) -> list[_Piece]:
-        return [_Piece(t, kind, call, last=j == len(ids) - 1) for j, t in enumerate(ids)]
+        last = len(ids) - 1
+        return [(t, kind, call, j == last) for j, t in enumerate(ids)]
 
     @property
     def done(self) -> bool:
-        return self.produced >= len(self._pieces)
+        return self.produced >= self._count
 
     @property
     def reason(self) -> FinishReason:
@@ -84,30 +83,30 @@ class Recital:
 
     def advance(self, make: TokenMaker) -> tuple[list[ChoiceEvent], FinishReason | None, str | None]:
         """Release the next token: its events, and (reason, matched stop) if the choice ends."""
-        piece = self._pieces[self.produced]
+        token_id, kind, call_index, last = self._pieces[self.produced]
         self.produced += 1
         events: list[ChoiceEvent] = []
-        if piece.kind == "text":
-            released = self._assembler.push(self._raw(piece.token_id), make(piece.token_id))
+        if kind == "text":
+            released = self._assembler.push(self._raw(token_id), make(token_id))
             if self._assembler.stopped:  # a stop string inside the scripted text ends it there
                 self._text(events, released)
                 return events, "stop", self._assembler.matched
-            if piece.last:
+            if last:
                 released += self._assembler.flush()
             self._text(events, released)
-        elif piece.kind == "refusal":
-            text = self._decoder.decode(self._raw(piece.token_id), final=piece.last)
+        elif kind == "refusal":
+            text = self._decoder.decode(self._raw(token_id), final=last)
             if text:
                 events.append(Refusal(self.index, text))
-        elif piece.kind == "name":
-            if piece.last:
-                call = self.answer.tool_calls[piece.call]
-                events.append(ToolCallDelta(self.index, piece.call, id=call.id, name=call.name))
+        elif kind == "name":
+            if last:
+                call = self.answer.tool_calls[call_index]
+                events.append(ToolCallDelta(self.index, call_index, id=call.id, name=call.name))
         else:
-            text = self._decoder.decode(self._raw(piece.token_id), final=piece.last)
+            text = self._decoder.decode(self._raw(token_id), final=last)
             if text:
-                events.append(ToolCallDelta(self.index, piece.call, arguments=text))
-        return events, (self.reason if self.done else None), None
+                events.append(ToolCallDelta(self.index, call_index, arguments=text))
+        return events, (self.reason if self.produced >= self._count else None), None
 
     def step(self, budget: int, make: TokenMaker) -> tuple[list[ChoiceEvent], bool]:
         """Release the next token, within ``budget`` tokens: its events, then the choice's
@@ -126,13 +125,14 @@ class Recital:
         events: list[ChoiceEvent] = []
         self._text(events, self._assembler.flush())
         tail = self._decoder.decode(b"", final=True)
-        if tail and self._pieces[self.produced - 1].kind == "refusal":
+        _, kind, call_index, _ = self._pieces[self.produced - 1]
+        if tail and kind == "refusal":
             events.append(Refusal(self.index, tail))
         elif tail:
-            events.append(ToolCallDelta(self.index, self._pieces[self.produced - 1].call, arguments=tail))
+            events.append(ToolCallDelta(self.index, call_index, arguments=tail))
         return events
 
     def _text(self, events: list[ChoiceEvent], released: list[Token]) -> None:
         if released:
-            text = "".join(t.text for t in released)
+            text = released[0].text if len(released) == 1 else "".join([t.text for t in released])
             events.append(TextDelta(self.index, text, tuple(released) if self._with_tokens else ()))

@@ -51,9 +51,11 @@ class TextAssembler:
         matched, :attr:`stopped` is true and the returned tokens end just before it.
         """
         text = self._decoder.decode(raw)
+        if not self._stops:  # no stop string to watch for: only characters split by a token wait
+            return self._release_characters(make(text), text)
         self._pending.append(make(text))
         self._pending_text += text
-        match = self._earliest_match() if self._stops else None
+        match = self._earliest_match()
         if match is not None:
             self.stopped = True
             at, self.matched = match
@@ -62,6 +64,18 @@ class TextAssembler:
         # right here the replacement character still has a token to travel with.
         in_character = bool(self._decoder.getstate()[0])
         return self._release_whole(len(self._pending_text) - self._held_back(), keep_last=in_character)
+
+    def _release_characters(self, token: Token, text: str) -> list[Token]:
+        """What :meth:`push` releases with no stop strings armed (the same, for less work):
+        everything held and this token — but a token that ends inside a character waits."""
+        if self._decoder.getstate()[0]:
+            released, self._pending, self._pending_text = self._pending, [token], text
+            return released
+        if self._pending:
+            released = [*self._pending, token]
+            self._pending, self._pending_text = [], ""
+            return released
+        return [token]
 
     def flush(self) -> list[Token]:
         """Release everything held (generation ended without a stop string)."""
