@@ -61,11 +61,15 @@ def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8 kept as is (stable bytes for the same object). A lone surrogate
     (JSON may escape half a pair, ``"\\ud800"``, and a field such as ``model`` or ``metadata``
     echoes it back) has no UTF-8 form: such an object goes out ``\\u``-escaped instead."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    text = _COMPACT.encode(obj)
     try:
         return text.encode()
     except UnicodeEncodeError:
         return json.dumps(obj, separators=(",", ":")).encode()
+
+
+# json.dumps with arguments builds an encoder per call: a stream encodes a chunk per token.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 class InjectedError(InternalError):

@@ -87,13 +87,20 @@ class Call:
         return [{**self.envelope(obj), "choices": [], "usage": self.usage(result)}]
 
     def finish(self, reason: str | None, matched: str | int | None) -> Json:
-        """``finish_reason`` in the profile's words, and vLLM's ``stop_reason`` if it has one."""
+        """``finish_reason`` in the profile's words, and vLLM's ``stop_reason`` if it has one
+        (a shared object while the choice goes on: callers unpack it, never change it)."""
+        if reason is None and matched is None:  # every chunk but a choice's last
+            return _GOING_ON_VLLM if self.profile.stop_reason else _GOING_ON
         if reason == "stop" and matched is None:
             reason = self.profile.eos_finish_reason
         fields: Json = {"finish_reason": reason}
         if self.profile.stop_reason:
             fields["stop_reason"] = matched
         return fields
+
+
+_GOING_ON: Json = {"finish_reason": None}
+_GOING_ON_VLLM: Json = {"finish_reason": None, "stop_reason": None}
 
 
 class Chunk:

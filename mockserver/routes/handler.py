@@ -143,18 +143,11 @@ async def handle(request: Request, family: Family) -> Response:
     if eager:
         await ask.request()
     try:
-        by, stream = await ctx.engine.open(ask, plan)
+        by, first, stream = await ctx.engine.open(ask, plan)
     except APIError as exc:
         if not eager:
             raise
         return await family.deliver(read[0], Opened("reference", failure=exc))
-    try:
-        first: Event | None = await anext(stream)
-    except StopAsyncIteration:
-        first = None
-    except BaseException:
-        await aclose(stream)
-        raise
     if isinstance(first, RecordedHead):
         style = ctx.profile_of(scope).error_style
         return await recorded_response(scope, by, first, stream, plan, style, codec.surface == "responses")
@@ -249,16 +242,19 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
     note(scope, applicable(plan, generated=True, stream=gen.stream))
     if gen.stream:
         link = Link()
-        frames = _frames(codec, call, opened.events(), keep)
+        assert opened.rest is not None
+        frames = _frames(codec, call, opened.first, opened.rest, keep)
         framing = Framing(named=False, done=True, style=call.profile.error_style)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
     result = Result(answered_by=opened.by)
-    events = opened.events()
+    if opened.first is not None:
+        result.apply(opened.first)
+    assert opened.rest is not None
     try:
-        async for event in events:
+        async for event in opened.rest:
             result.apply(event)
     finally:
-        await aclose(events)
+        await aclose(opened.rest)
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
@@ -287,27 +283,35 @@ async def chained(first: Event | None, rest: AsyncIterator[Event]) -> AsyncItera
 async def _frames(
     codec: Codec,
     call: Call,
+    first: Event | None,
     events: AsyncIterator[Event],
     keep: Callable[[Json], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Frame]:
-    """The chunks of a chat or completions stream, one frame at a time."""
+    """The chunks of a chat or completions stream, one frame at a time (``first`` is the
+    answer's first event, taken off ``events`` already)."""
     result = Result()
     held: list[Chunked] = []  # a choice's closing chunk, while usage may still join it
+
+    def framed(event: Event) -> list[Chunked]:
+        nonlocal held
+        result.apply(event)
+        frames = codec.encode_event(call, event, result)
+        if isinstance(event, Usage) and held and call.usage_on_last_chunk:
+            last = held[-1]
+            held[-1] = {**(last.to_json() if isinstance(last, Chunk) else last), "usage": call.usage(result)}
+        out, held = held, []
+        if isinstance(event, Finished) and call.usage_on_last_chunk:
+            held = frames
+            return out
+        return out + frames if out else frames
+
     try:
-        async for event in events:
-            result.apply(event)
-            frames = codec.encode_event(call, event, result)
-            if isinstance(event, Usage) and held and call.usage_on_last_chunk:
-                last = held[-1]
-                held[-1] = {**(last.to_json() if isinstance(last, Chunk) else last), "usage": call.usage(result)}
-            for frame in held:
+        if first is not None:
+            for frame in framed(first):
                 yield frame
-            held = []
-            if isinstance(event, Finished) and call.usage_on_last_chunk:
-                held = frames
-            else:
-                for frame in frames:
-                    yield frame
+        async for event in events:
+            for frame in framed(event):
+                yield frame
         for frame in held:
             yield frame
         if keep is not None:  # before the closing frames: stored by the time the client reads [DONE]

@@ -46,36 +46,49 @@ class Engine:
 
     async def open(
         self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()
-    ) -> tuple[str, AsyncIterator[Event]]:
-        """Who answers, and the answer's events under the wrappers. The chain has found its
-        backend and that backend's first event is computed: errors about the request raise here."""
+    ) -> tuple[str, Event | None, AsyncIterator[Event]]:
+        """Who answers, the answer's first event (None: it is empty) and the rest, under the
+        wrappers. Errors about the request raise here, before any byte is sent: the chain has
+        found its backend and that backend's first event is computed (a paced one waited for)."""
         if isinstance(ask, GenerationRequest):
             ask = Ask.of(ask)
         name, first, stream = await self.chain.start(ask)
+        timeline = self.timeline.with_faults(tuple(faults)) if faults else self.timeline
+        if faults or not timeline.idle:
+            stream = content.apply(_prepend(first, stream) if first is not None else stream, faults)
+            if not timeline.idle:
+                # The request's own generator: the same request waits the same, run after run
+                # (a recording's request, never decoded, by its body as sent).
+                built = ask.built
+                key = (built.seed, built.canonical) if built is not None else (ask.source.body,)
+                rng = random.Random(int.from_bytes(digest(b"latency", *key)[:8], "big"))
+                stream = paced(stream, timeline, rng, self.time_scale)
+            try:
+                first = await anext(stream)
+            except StopAsyncIteration:
+                first = None
+            except BaseException:
+                await aclose(stream)
+                raise
+        if self.on_usage is not None:
+            if isinstance(first, Usage):
+                self.on_usage(first)
+            stream = _counted(stream, self.on_usage)
+        return name, first, stream
+
+    async def events(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
+        """The answer's events, :class:`~mockserver.spine.events.Answered` first."""
+        name, first, stream = await self.open(ask, faults)
         if first is not None:
             stream = _prepend(first, stream)
-        stream = content.apply(stream, faults)
-        timeline = self.timeline.with_faults(tuple(faults)) if faults else self.timeline
-        if not timeline.idle:
-            # The request's own generator: the same request waits the same, run after run (a
-            # recording's request, never decoded, by its body as sent).
-            built = ask.built
-            key = (built.seed, built.canonical) if built is not None else (ask.source.body,)
-            rng = random.Random(int.from_bytes(digest(b"latency", *key)[:8], "big"))
-            stream = paced(stream, timeline, rng, self.time_scale)
-        if self.on_usage is not None:
-            stream = _counted(stream, self.on_usage)
-        return name, stream
-
-    async def primed(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
-        """The event stream, :class:`~mockserver.spine.events.Answered` first, usage counted."""
-        name, stream = await self.open(ask, faults)
         return _prepend(Answered(name), stream)
 
     async def complete(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> Result:
-        """Fold the whole stream: the non-streaming answer (paced like its stream would be)."""
-        name, stream = await self.open(ask, faults)
+        """Fold the whole answer: the non-streaming one (paced like its stream would be)."""
+        name, first, stream = await self.open(ask, faults)
         result = Result(answered_by=name)
+        if first is not None:
+            result.apply(first)
         try:
             async for event in stream:
                 result.apply(event)

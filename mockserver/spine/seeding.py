@@ -24,10 +24,13 @@ _DELIVERY_FIELDS = frozenset({"stream", "stream_options", "user"})
 _SEED_MASK = (1 << 63) - 1  # torch.Generator seeds must fit a signed 64-bit integer
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # made once
+
+
 def canonical(body: Mapping[str, Any]) -> bytes:
     """The body as canonical JSON bytes: sorted keys, delivery-only fields dropped."""
     kept = {k: v for k, v in body.items() if k not in _DELIVERY_FIELDS}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _CANONICAL.encode(kept)
     # surrogatepass: JSON may carry a lone surrogate ("\\ud800"); the request is still hashed
     # (and then answered with a 400 by whatever cannot read it), never a 500 here.
     return text.encode("utf-8", "surrogatepass")
