@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -19,7 +18,7 @@ from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media import vectors as embeddings
 from mockserver.routes import params
-from mockserver.schemas.common import invalid_request
+from mockserver.schemas.common import validated
 from mockserver.schemas.embeddings import EmbeddingRequest
 
 __all__ = ["create"]
@@ -34,10 +33,7 @@ async def create(request: Request) -> Response:
     # Profiles list the fields their provider documents for chat and completions only, so
     # --strict has nothing to check here: this just lifts a literal ``extra_body``.
     data = params.prepare(raw, profile, "chat", strict=False)
-    try:
-        body = EmbeddingRequest.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+    body = validated(EmbeddingRequest, data)
     backend = ctx.model
     if not isinstance(backend, embeddings.Embedder):
         raise NotFound(

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -35,7 +34,7 @@ from mockserver.http.sse import Frame, Framing, dumps, event_stream
 from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Chunk, Codec, Options
 from mockserver.routes.codec import Frame as Chunked
-from mockserver.schemas.common import GenerationFields, StreamOptions, invalid_request
+from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
 from mockserver.spine.backend import Ask, Declined, aclose
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
@@ -163,10 +162,7 @@ async def _read(
     codec = family.codec
     profile = ctx.profile_of(request.scope)
     data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
-    try:
-        body = codec.schema.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+    body = validated(codec.schema, data)
     stream = bool(getattr(body, "stream", False))
     stream_options: StreamOptions | None = getattr(body, "stream_options", None)
     if stream_options is not None and not stream:

@@ -16,7 +16,6 @@ import hashlib
 from collections import OrderedDict
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -32,7 +31,7 @@ from mockserver.http.sse import dumps
 from mockserver.media.painting import paint
 from mockserver.media.vision import image_tokens
 from mockserver.routes import params
-from mockserver.schemas.common import WireModel, invalid_request
+from mockserver.schemas.common import WireModel, validated
 from mockserver.schemas.images import (
     DALL_E_3,
     EditRequest,
@@ -102,7 +101,7 @@ async def generations(request: Request) -> Response:
     _, raw = await json_body(request)
     # prepare() for its extra_body lifting only: no profile documents image fields, see _strict.
     data = _strict(params.prepare(raw, ctx.profile_of(request.scope), "chat", strict=False), ImageRequest, request)
-    body = _validate(ImageRequest, data)
+    body = validated(ImageRequest, data)
     plan = plan_generation(body)
     seed = _seed(body.seed, data, ctx)
     key = _key(b"generations", plan, seed)
@@ -115,7 +114,7 @@ async def edits(request: Request) -> Response:
     images = files.pop("image", []) + files.pop("image[]", [])
     masks = files.pop("mask", [])
     fields = _strict(fields, EditRequest, request, files)
-    body = _validate(EditRequest, fields)
+    body = validated(EditRequest, fields)
     if not images:
         raise InvalidRequest("Missing required parameter: 'image'.", param="image")
     family = edit_family(body)  # first: a model that cannot edit is named before its images are judged
@@ -144,7 +143,7 @@ async def variations(request: Request) -> Response:
     fields, files = await _form(request)
     images = files.pop("image", [])
     fields = _strict(fields, VariationRequest, request, files)
-    body = _validate(VariationRequest, fields)
+    body = validated(VariationRequest, fields)
     plan = plan_variation(body)  # dall-e-2 or a 400 naming 'model'
     if len(images) != 1:
         raise InvalidRequest(
@@ -253,13 +252,6 @@ def _revise(plan: ImagePlan, key: bytes) -> str:
     look = _LOOKS[key[0] % len(_LOOKS)]
     mood = "vivid, saturated" if plan.style == "vivid" else "natural, muted"
     return f"{plan.prompt.strip()} — depicted as {look} in {mood} colours, with a glowing sun over still water."
-
-
-def _validate(model: type[M], data: dict[str, Any]) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
 
 
 def _strict(

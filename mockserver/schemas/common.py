@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mockserver.errors import InvalidRequest
 
-__all__ = ["MAX_STOP", "GenerationFields", "StreamOptions", "WireModel", "invalid_request", "stop_tuple"]
+__all__ = ["MAX_STOP", "GenerationFields", "StreamOptions", "WireModel", "invalid_request", "stop_tuple", "validated"]
 
 MAX_STOP = 4  # OpenAI accepts at most four stop sequences
 
@@ -82,6 +82,17 @@ def _param(loc: tuple[int | str, ...]) -> str | None:
         elif part.isidentifier() and part not in _TAGS and not part[:1].isupper():
             path += f".{part}" if path else part
     return path or None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def validated(model: type[_M], data: Any) -> _M:
+    """``data`` read as ``model``; OpenAI's 400 naming the offending field when it is not one."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
 
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -34,7 +33,7 @@ from mockserver.routes.codec import Conversation, Options
 from mockserver.routes.handler import Family, Opened, Prepared, answer_headers, handle, stream_faults
 from mockserver.routes.responses import codec
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
-from mockserver.schemas.common import invalid_request
+from mockserver.schemas.common import validated
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.spine import seeding
 from mockserver.spine.events import Event
@@ -217,10 +216,7 @@ async def input_tokens(request: Request) -> Response:
     _, data = await json_body(request)
     # Only extra_body is lifted: no profile documents Responses fields yet, so none are dropped.
     data = params.prepare(data, profile, "chat", strict=False)
-    try:
-        body = InputTokensRequest.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+    body = validated(InputTokensRequest, data)
     history = await _history(ctx.responses, body.previous_response_id)
     turns = codec.messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
     window = ctx.options.models.context_window(body.model, profile)
