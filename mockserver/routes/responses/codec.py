@@ -191,12 +191,20 @@ def text_format(body: ResponsesRequest) -> JsonFormat | None:
         return None
     if not isinstance(raw, dict):
         raise InvalidRequest("Invalid value for 'text.format': expected an object.", param="text.format")
-    if raw.get("type") == "json_schema":
-        spec = {k: v for k, v in raw.items() if k != "type"}
+    if raw.get("type") != "json_schema":
+        return json_format(_validated(ResponseFormat, raw, "text.format"), "text.format")
+    # Responses write json_schema's fields flat where chat nests them: read as chat's, errors
+    # name the fields where this request has them.
+    spec = {k: v for k, v in raw.items() if k != "type"}
+    try:
         return json_format(
             _validated(ResponseFormat, {"type": "json_schema", "json_schema": spec}, "text.format"), "text.format"
         )
-    return json_format(_validated(ResponseFormat, raw, "text.format"), "text.format")
+    except InvalidRequest as exc:
+        nested = "text.format.json_schema"
+        exc.message = exc.message.replace(nested, "text.format")
+        exc.param = exc.param.replace(nested, "text.format") if exc.param else exc.param
+        raise
 
 
 def messages(instructions: str | None, turns: Conversation, images: tuple[int, ...] = ()) -> tuple[ChatMessage, ...]:

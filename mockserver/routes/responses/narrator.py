@@ -95,9 +95,11 @@ class ResponseNarrator:
         }
 
     def _status(self, key: str) -> str:
+        """An item still open is in progress; a message closed by the item after it completed;
+        the message that ends the answer shares the answer's outcome (cut short: incomplete)."""
         if key not in self._closed:
             return "in_progress"
-        return self.outcome() if key == "message" else "completed"
+        return self.outcome() if key == "message" and self._items[-1] == "message" else "completed"
 
     def _item(self, key: str, empty: bool = False) -> Json:
         choice = self.result.choice(0)
