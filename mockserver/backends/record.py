@@ -21,6 +21,7 @@ import httpx
 from mockserver.cassettes.format import Interaction, Request, Response, StreamCapture
 from mockserver.cassettes.library import HOP, MISS_HEADERS, Library
 from mockserver.errors import APIError, NotFound
+from mockserver.http import headers as h
 from mockserver.http.headers import PREFIX
 from mockserver.spine.backend import Declined
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
@@ -75,7 +76,7 @@ class RecordBackend:
         except httpx.HTTPError as exc:
             raise UpstreamError(
                 f"The upstream {options.upstream} could not be reached: {type(exc).__name__}.",
-                headers={"x-mockserver-source": "record"},
+                headers={h.name(h.SOURCE): "record"},
             ) from None
         kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP)
         streaming = response.headers.get("content-type", "").startswith("text/event-stream")

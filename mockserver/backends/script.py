@@ -81,7 +81,7 @@ def play(
     params = request.sampling
     answers = request.answers if answers is None else answers
     prepared = prompts.prepare(request, tok, decided=True)
-    if not request.stream:
+    if not request.stream and not request.paced:
         whole = _whole(request, tok, prepared, answers)
         if whole is not None:
             return iter(whole)
@@ -118,7 +118,7 @@ def play(
                 still.append((recital, budget))
         live = still
     events.append(Usage(sum(p.size for p in prepared), sum(r.produced for r in produced)))
-    return iter(events if request.stream else _joined(events))
+    return iter(events if request.stream or request.paced else _joined(events))
 
 
 def _whole(

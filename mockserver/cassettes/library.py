@@ -24,6 +24,7 @@ from mockserver.cassettes.format import Interaction
 from mockserver.cassettes.matching import Index, Key, Miss
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.errors import InvalidRequest, NotFound
+from mockserver.http import headers as h
 from mockserver.spine.request import Source
 
 __all__ = ["HOP", "MISS_HEADERS", "RECORD_MODES", "CassetteOptions", "Library", "RecordMode", "decoded"]
@@ -34,7 +35,7 @@ RECORD_MODES: tuple[str, ...] = get_args(RecordMode)
 HOP = frozenset(
     {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date", "server"}
 )
-MISS_HEADERS = {"x-should-retry": "false", "x-mockserver-source": "miss"}
+MISS_HEADERS = {"x-should-retry": "false", h.name(h.SOURCE): "miss"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +74,8 @@ class Library:
         if mode not in RECORD_MODES:
             raise InvalidRequest(
                 f"Invalid x-mockserver-record-mode '{mode}': use one of {', '.join(RECORD_MODES)}.",
-                param="x-mockserver-record-mode",
-                headers={"x-mockserver-source": "miss"},
+                param=h.name(h.RECORD_MODE),
+                headers={h.name(h.SOURCE): "miss"},
             )
         return mode  # type: ignore[return-value]
 

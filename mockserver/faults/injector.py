@@ -80,7 +80,7 @@ class FaultInjector:
             try:
                 asked = catalogue.parse(wanted.get(h.FAULT, b"").decode("latin-1"))
             except FaultError as exc:
-                await _answer(recorder, InvalidRequest(str(exc), param="x-mockserver-fault"), self._style(scope))
+                await _answer(recorder, InvalidRequest(str(exc), param=h.name(h.FAULT)), self._style(scope))
                 return
             model = fields.get("model") if isinstance(fields.get("model"), str) else None
             plan: tuple[Fault, ...] = ()

@@ -20,6 +20,7 @@ __all__ = [
     "SESSION",
     "SOURCE",
     "header",
+    "name",
 ]
 
 PREFIX = b"x-mockserver-"
@@ -31,6 +32,11 @@ SEED = b"x-mockserver-seed"
 FAULTS = b"x-mockserver-faults"
 SOURCE = b"x-mockserver-source"
 RETRY_COUNT = b"x-stainless-retry-count"  # the OpenAI SDKs' retry attempt (0 for the first)
+
+
+def name(header: bytes) -> str:
+    """A header name as a ``str`` (for dicts of headers and error params)."""
+    return header.decode("latin-1")
 
 
 def header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:

@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mockserver.context import PROFILE_KEY
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.plan import APPLIED_KEY
+from mockserver.http import headers as h
 from mockserver.spine.events import Usage
 
 __all__ = ["Endpoints", "Metrics", "MetricsLayer"]
@@ -226,7 +227,7 @@ class MetricsLayer:
             elif kind == "http.response.start":
                 status = message["status"]
                 for key, value in message.get("headers", ()):
-                    if key == b"x-mockserver-faults":
+                    if key == h.FAULTS:
                         faulted = True
                         m.count_faults(endpoint, value)
                     elif key == b"content-type" and value.startswith(b"text/event-stream"):

@@ -24,6 +24,7 @@ from mockserver.context import ServerContext
 from mockserver.errors import APIError, AuthenticationError, InvalidRequest, NotFound
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
+from mockserver.http import headers as h
 from mockserver.http.body import parse_json
 from mockserver.http.sse import dumps
 
@@ -59,7 +60,7 @@ def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 def _session(request: Request) -> str | None:
-    return request.query_params.get("session") or request.headers.get("x-mockserver-session") or None
+    return request.query_params.get("session") or request.headers.get(h.name(h.SESSION)) or None
 
 
 async def _body(request: Request) -> dict[str, Any]:

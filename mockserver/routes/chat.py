@@ -102,6 +102,7 @@ class ChatCodec:
             canonical=origin.canonical,
             source=origin.source,
             content_faults=origin.content_faults,
+            paced=origin.paced,
             tools=tools,
             tool_choice=mode,
             tool_name=name,

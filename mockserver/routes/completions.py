@@ -64,6 +64,7 @@ class CompletionsCodec:
             canonical=origin.canonical,
             source=origin.source,
             content_faults=origin.content_faults,
+            paced=origin.paced,
             response_format=json_format(body.response_format),
         )
 

@@ -174,7 +174,8 @@ async def _read(
     seed = given if given is not None else seeding.derive_seed(canonical, ctx.seed)
     options = await family.prelude(ctx, body) if family.prelude is not None else ctx.options
     content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
-    gen = codec.to_generation(body, profile, options, Origin(seed, canonical, source, content))
+    paced = not ctx.engine.timeline_of(plan).idle
+    gen = codec.to_generation(body, profile, options, Origin(seed, canonical, source, content, paced))
     call = Call(
         gen=gen,
         body=body,
@@ -216,7 +217,7 @@ def source_of(scope: Any, raw: bytes, surface: Surface, stream: bool, include_us
 
 def answer_headers(gen: GenerationRequest, by: str) -> dict[str, str]:
     """The headers every generated answer carries: its seed, and which backend answered."""
-    return {"x-mockserver-seed": str(gen.seed), "x-mockserver-source": by}
+    return {h.name(h.SEED): str(gen.seed), h.name(h.SOURCE): by}
 
 
 # ---- chat and completions ---------------------------------------------------------------

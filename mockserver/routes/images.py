@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
+from mockserver.http import headers as h
 from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media.painting import paint
@@ -201,7 +202,7 @@ async def _answer(
             quality=plan.quality,
             usage=_usage(plan, image_input),
         )
-    return Response(dumps(answer), media_type="application/json", headers={"x-mockserver-seed": str(seed)})
+    return Response(dumps(answer), media_type="application/json", headers={h.name(h.SEED): str(seed)})
 
 
 def _paint_all(plan: ImagePlan, key: bytes, theme: str | bytes) -> list[bytes]:

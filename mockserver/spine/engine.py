@@ -44,6 +44,10 @@ class Engine:
         self.time_scale = time_scale
         self.on_usage = on_usage
 
+    def timeline_of(self, faults: Sequence[Fault]) -> Timeline:
+        """The latency a request with ``faults`` is paced by."""
+        return self.timeline.with_faults(tuple(faults)) if faults else self.timeline
+
     async def open(
         self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()
     ) -> tuple[str, Event | None, AsyncIterator[Event]]:
@@ -53,7 +57,7 @@ class Engine:
         if isinstance(ask, GenerationRequest):
             ask = Ask.of(ask)
         name, first, stream = await self.chain.start(ask)
-        timeline = self.timeline.with_faults(tuple(faults)) if faults else self.timeline
+        timeline = self.timeline_of(faults)
         if faults or not timeline.idle:
             stream = content.apply(_prepend(first, stream) if first is not None else stream, faults)
             if not timeline.idle:

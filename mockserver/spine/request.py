@@ -61,6 +61,7 @@ class Origin:
     canonical: bytes = b""
     source: Source = Source()
     content_faults: frozenset[str] = frozenset()
+    paced: bool = False  # its answer is paced by a latency timeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,3 +207,6 @@ class GenerationRequest:
     # applies them): ``content.off_schema`` and ``content.bad_arguments``.
     content_faults: frozenset[str] = frozenset()
     source: Source = Source()
+    # Paced by a latency timeline: an answer not streamed still comes token by token, so it
+    # waits what its stream would have (a backend may otherwise make it in one piece).
+    paced: bool = False

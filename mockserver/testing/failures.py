@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mockserver.context import NOTE_KEY
+from mockserver.http import headers as h
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["Failure", "Failures", "SessionLayer"]
 
-SESSION = b"x-mockserver-session"
+SESSION = h.SESSION
 
 
 @dataclass(frozen=True)

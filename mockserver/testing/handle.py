@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from mockserver.http import headers as h
+
 if TYPE_CHECKING:
     import httpx2
     import openai
@@ -70,9 +72,9 @@ class MockServer:
         self.app = server.app  # the Starlette app, when it runs in this process
         self.url = INPROCESS_URL if inprocess else server.url  # the root: /health, /__mockserver/...
         self.base_url = f"{self.url}/{profile}/v1" if profile else f"{self.url}/v1"
-        self.headers = {"x-mockserver-session": session}
+        self.headers = {h.name(h.SESSION): session}
         if cassette:
-            self.headers |= {"x-mockserver-cassette": cassette, "x-mockserver-record-mode": record_mode}
+            self.headers |= {h.name(h.CASSETTE): cassette, h.name(h.RECORD_MODE): record_mode}
         self.faults = Faults(self)
         self._server = server
         self._closers: list[Callable[[], None]] = []

@@ -280,6 +280,7 @@ def generation(
         stream=bool(getattr(body, "stream", False)),
         source=origin.source,
         content_faults=origin.content_faults,
+        paced=origin.paced,
         **fields,
     )
 
