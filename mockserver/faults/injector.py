@@ -78,7 +78,8 @@ class FaultInjector:
         recorder = _Recorder(send, entry, applied)
         try:
             try:
-                asked = catalogue.parse(wanted.get(h.FAULT, b"").decode("latin-1"))
+                spec = wanted.get(h.FAULT)
+                asked = catalogue.parse(spec.decode("latin-1")) if spec else ()
             except FaultError as exc:
                 await _answer(recorder, InvalidRequest(str(exc), param=h.name(h.FAULT)), self._style(scope))
                 return
