@@ -232,13 +232,8 @@ async def delete(request: Request) -> Response:
 async def list_messages(request: Request) -> Response:
     record = await _get(_store(request), request.path_params["completion_id"])
     limit, order = _limit(request), _order(request)
-    items = list(record.input_items) if order == "asc" else list(reversed(record.input_items))
     after = request.query_params.get("after")
-    if after is not None:
-        ids = [item["id"] for item in items]
-        if after not in ids:
-            raise params.invalid("after", f"no message '{after}' in this chat completion.")
-        items = items[ids.index(after) + 1 :]
+    items = params.listed(record.input_items, order, after, "message '{after}' in this chat completion")
     return _list(items[:limit], len(items) > limit)
 
 

@@ -14,14 +14,16 @@ Two steps, both shared by every generation endpoint:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from mockserver.errors import InvalidRequest
+from mockserver.http.body import Json
 from mockserver.profiles import Endpoint, Profile
 from mockserver.schemas.common import GenerationFields, stop_tuple
 from mockserver.spine.request import Mirostat, Sampling
 
-__all__ = ["best_of", "check_limits", "invalid", "prepare", "sampling", "service_tier"]
+__all__ = ["best_of", "check_limits", "invalid", "listed", "prepare", "sampling", "service_tier"]
 
 LOGIT_BIAS_RANGE = 100.0
 
@@ -158,6 +160,18 @@ def best_of(body: GenerationFields, n: int) -> int | None:
     if body.stream and body.best_of > 1:
         raise invalid("best_of", "results cannot be streamed when best_of is greater than 1.")
     return body.best_of
+
+
+def listed(items: Sequence[Json], order: str, after: str | None, missing: str) -> list[Json]:
+    """A stored list in ``order`` (``asc``/``desc``), from the item after ``after`` (a 400
+    naming ``after`` when there is no such item: ``missing`` says where it was looked for)."""
+    shown = list(items) if order == "asc" else list(reversed(items))
+    if after is None:
+        return shown
+    ids = [item["id"] for item in shown]
+    if after not in ids:
+        raise invalid("after", f"no {missing.format(after=after)}.")
+    return shown[ids.index(after) + 1 :]
 
 
 def service_tier(body: GenerationFields, profile: Profile, endpoint: Endpoint) -> str | None:

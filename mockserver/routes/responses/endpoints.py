@@ -189,13 +189,8 @@ async def list_input_items(request: Request) -> Response:
     order = request.query_params.get("order", "desc")
     if order not in ("asc", "desc"):
         raise params.invalid("order", f"'{order}' is not one of asc, desc.")
-    items = list(record.input_items) if order == "asc" else list(reversed(record.input_items))
     after = request.query_params.get("after")
-    if after is not None:
-        ids = [item["id"] for item in items]
-        if after not in ids:
-            raise params.invalid("after", f"no input item '{after}' in this response.")
-        items = items[ids.index(after) + 1 :]
+    items = params.listed(record.input_items, order, after, "input item '{after}' in this response")
     page = items[:limit]
     return _json(
         {
