@@ -37,6 +37,7 @@ from mockserver.routes.codec import Frame as Chunked
 from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
 from mockserver.spine.backend import Ask, Declined, aclose
+from mockserver.spine.engine import folded
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
 from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
 from mockserver.spine.result import Result
@@ -243,15 +244,8 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
         frames = _frames(codec, call, opened.first, opened.rest, keep)
         framing = Framing(named=False, done=True, style=call.profile.error_style)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
-    result = Result(answered_by=opened.by)
-    if opened.first is not None:
-        result.apply(opened.first)
     assert opened.rest is not None
-    try:
-        async for event in opened.rest:
-            result.apply(event)
-    finally:
-        await aclose(opened.rest)
+    result = await folded(opened.by, opened.first, opened.rest)
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)

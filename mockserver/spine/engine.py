@@ -25,7 +25,7 @@ from mockserver.spine.request import GenerationRequest
 from mockserver.spine.result import Result
 from mockserver.spine.seeding import digest
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "folded"]
 
 
 class Engine:
@@ -89,16 +89,20 @@ class Engine:
 
     async def complete(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> Result:
         """Fold the whole answer: the non-streaming one (paced like its stream would be)."""
-        name, first, stream = await self.open(ask, faults)
-        result = Result(answered_by=name)
-        if first is not None:
-            result.apply(first)
-        try:
-            async for event in stream:
-                result.apply(event)
-        finally:
-            await aclose(stream)
-        return result
+        return await folded(*await self.open(ask, faults))
+
+
+async def folded(by: str, first: Event | None, rest: AsyncIterator[Event]) -> Result:
+    """An opened answer (see :meth:`Engine.open`) folded whole: the non-streaming answer."""
+    result = Result(answered_by=by)
+    if first is not None:
+        result.apply(first)
+    try:
+        async for event in rest:
+            result.apply(event)
+    finally:
+        await aclose(rest)
+    return result
 
 
 async def _counted(events: AsyncIterator[Event], count: Callable[[Usage], None]) -> AsyncIterator[Event]:
