@@ -11,7 +11,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,9 +22,8 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
-from mockserver.http.server import uvicorn_config
 from mockserver.routes.responses.codec import assistant_text
-from tests.support.live import ROOT, Live, free_port
+from tests.support.live import ROOT, Live, free_port, stop, url_of, uvicorn_in_thread, wait_healthy
 
 Json = dict[str, Any]
 FROZEN = "1700000000"
@@ -60,21 +58,6 @@ class Child:
         self.proc.wait(timeout=10)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"mockserver exited with {proc.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"mockserver did not answer /health within {timeout:g} s")
-        time.sleep(0.05)
-
-
 @contextmanager
 def child_server(args: Sequence[str], log: Path, env: dict[str, str] | None = None) -> Iterator[Child]:
     """A subprocess server on a free 127.0.0.1 port (its output to ``log``: a pipe nobody reads
@@ -91,13 +74,7 @@ def child_server(args: Sequence[str], log: Path, env: dict[str, str] | None = No
             raise RuntimeError(f"{exc}\n{child.output()[-3000:]}") from None
         yield child
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop(proc)
 
 
 @dataclass
@@ -127,22 +104,8 @@ class InThread:
 
 @contextmanager
 def thread_server(app: Starlette) -> Iterator[InThread]:
-    config = uvicorn_config(app)  # the server mockserver serve runs (its keep-alive included)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="reliability-server", daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
-        sock = server.servers[0].sockets[0]
-        port = sock.getsockname()[1]
-        yield InThread(Live(f"http://127.0.0.1:{port}", app), server, server.servers[0].get_loop())
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+    with uvicorn_in_thread(app) as server:
+        yield InThread(Live(url_of(server), app), server, server.servers[0].get_loop())
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,30 +21,16 @@ from mockserver.clock import VirtualClock
 from mockserver.config import Settings
 from mockserver.responses.sqlite import SqliteStore
 from mockserver.responses.store import MemoryStore, Query, Record, Store
-from mockserver.spine.events import Event
-from mockserver.spine.request import GenerationRequest
-from tests.support.live import FROZEN, Live, serve_in_thread
+from tests.support.live import FROZEN, Borrowed, Live, serve_in_thread
 from tests.support.spec import errors, validate
 
 Json = dict[str, Any]
 
 
-class _Borrowed:
-    """The session server's model, without its lifespan (which would close it)."""
-
-    def __init__(self, backend: Any) -> None:
-        self._backend = backend
-        self.vocab_size = backend.vocab_size
-
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        result: AsyncIterator[Event] = self._backend.generate(request)
-        return result
-
-
 def _sqlite_server(live: Live, path: Path) -> Any:
     assert live.app is not None
     settings = Settings(frozen_time=FROZEN, store=f"sqlite:{path}")
-    return serve_in_thread(create_app(settings, backend=_Borrowed(live.app.state.ctx.model)))
+    return serve_in_thread(create_app(settings, backend=Borrowed(live.app.state.ctx.model)))
 
 
 @pytest.fixture(scope="module")
@@ -413,7 +399,7 @@ class _Broken(MemoryStore):
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
 def test_a_failing_store_never_breaks_the_answer(live: Live, stream: bool) -> None:
     assert live.app is not None
-    app = create_app(Settings(frozen_time=FROZEN), backend=_Borrowed(live.app.state.ctx.model))
+    app = create_app(Settings(frozen_time=FROZEN), backend=Borrowed(live.app.state.ctx.model))
     lifecycle = app.state.ctx.responses
     lifecycle.store = _Broken(lifecycle.clock)
     body = {**_ask("store-broken", "Still answered"), "max_tokens": 8}

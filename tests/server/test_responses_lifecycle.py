@@ -4,7 +4,7 @@ table and the stores themselves: tests/unit/responses/test_lifecycle.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +15,7 @@ import pytest
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.responses.lifecycle import TERMINAL
-from mockserver.spine.events import Event
-from mockserver.spine.request import GenerationRequest
-from tests.support.live import FROZEN, Live, serve_in_thread
-
-
-class _Borrowed:
-    """The session server's model, without its lifespan (which would close it)."""
-
-    def __init__(self, backend: Any) -> None:
-        self._backend = backend
-        self.vocab_size = backend.vocab_size
-
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        result: AsyncIterator[Event] = self._backend.generate(request)
-        return result
+from tests.support.live import FROZEN, Borrowed, Live, serve_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +23,7 @@ def paced(live: Live) -> Iterator[Live]:
     """Background responses wait 1 s queued and make 1 token per second of server time."""
     assert live.app is not None
     settings = Settings(frozen_time=FROZEN, responses_queue_time=1, responses_tokens_per_second=1)
-    app = create_app(settings, backend=_Borrowed(live.app.state.ctx.model))
+    app = create_app(settings, backend=Borrowed(live.app.state.ctx.model))
     with serve_in_thread(app) as server:
         yield server
 
@@ -115,7 +101,7 @@ def test_sqlite_store_is_shared_between_servers(live: Live, tmp_path: Path) -> N
     """Two servers (two stores over one file): created on one, finished, read and resumed on
     the other."""
     assert live.app is not None
-    backend = _Borrowed(live.app.state.ctx.model)
+    backend = Borrowed(live.app.state.ctx.model)
     settings = Settings(frozen_time=FROZEN, store=f"sqlite:{tmp_path / 'shared.db'}")
     with (
         serve_in_thread(create_app(settings, backend=backend)) as one,

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from pydantic import ValidationError
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from tests.support.live import FROZEN, ROOT, Live, free_port, serve_in_thread
+from tests.support.live import FROZEN, ROOT, Live, serve_in_process, serve_in_thread
 
 ADMIN = "/__mockserver"
 SEA = [{"role": "user", "content": "Tell me about the sea."}]
@@ -440,46 +438,15 @@ def test_scripted_answers_in_process_never_import_torch() -> None:
     ]
 
 
-@contextmanager
-def _child(args: list[str]) -> Iterator[tuple[Live, int]]:
-    """``python -m mockserver serve`` in a child process, and its pid."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "mockserver", "serve", "--port", str(port), *args]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    log.seek(0)
-                    raise RuntimeError(f"mockserver exited with {proc.returncode}: {log.read().decode()}")
-                try:
-                    if httpx.get(url + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("mockserver did not answer /health within 60 s")
-                time.sleep(0.05)
-            yield Live(url, None), proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _libtorch(pid: int) -> list[str]:
-    return [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if "libtorch" in line]
+def _libtorch(server: Live) -> list[str]:
+    """The lines of the server process's memory map that map libtorch."""
+    return [line for line in Path(f"/proc/{server.pid}/maps").read_text().splitlines() if "libtorch" in line]
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
 def test_a_script_and_replay_server_never_maps_libtorch(recorded: Recorded) -> None:
     args = ["--backend", "script,replay", "--cassettes", str(recorded.dir), "--frozen-time", str(FROZEN)]
-    with _child(args) as (server, pid):
+    with serve_in_process(args) as server:
         _script(server, "spine-torch", {"match": "scripted", "text": "Scripted, no model."})
         said = [{"role": "user", "content": "Say something scripted."}]
         scripted = _post(server, {"model": "m", "messages": said}, session="spine-torch")
@@ -488,12 +455,12 @@ def test_a_script_and_replay_server_never_maps_libtorch(recorded: Recorded) -> N
         replayed = _post(server, BODY, session="spine-torch")
         assert replayed.headers["x-mockserver-source"] == "replay"
         assert replayed.content == recorded.plain
-        assert _libtorch(pid) == []
+        assert _libtorch(server) == []
         # The control: the same server maps libtorch once an answer asks for logprobs.
         scored = _post(server, {"model": "m", "messages": said, "logprobs": True}, session="spine-torch")
         assert scored.headers["x-mockserver-source"] == "script"
         assert scored.json()["choices"][0]["logprobs"] is not None
-        assert _libtorch(pid) != []
+        assert _libtorch(server) != []
 
 
 # ---- 9. x-mockserver-source names the backend on every answer --------------------------------

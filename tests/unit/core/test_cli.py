@@ -16,7 +16,7 @@ import pytest
 
 from mockserver.cli import GROUPS, banner, build_parser, main, settings_from_args
 from mockserver.config import Settings
-from tests.support.live import ROOT, serve_in_process
+from tests.support.live import ROOT, serve_in_process, stop
 
 
 def _serve_args(*argv: str) -> Settings:
@@ -144,9 +144,4 @@ def test_serve_on_port_0_says_where_it_listens() -> None:
         assert "profile fireworks" in "".join(seen)
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

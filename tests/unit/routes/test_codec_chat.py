@@ -3,23 +3,16 @@ become the body and the stream chunks — with no server, no HTTP and no model."
 
 from __future__ import annotations
 
-import base64
-import json
-import struct
-import zlib
 from typing import Any
 
 import pytest
 
 from mockserver.errors import APIError, InvalidRequest, NotFound
-from mockserver.http.sse import dumps
 from mockserver.profiles import Models, profile_named
-from mockserver.routes import params
 from mockserver.routes.chat import CODEC
-from mockserver.routes.codec import Call, Chunk, Frame, Options
+from mockserver.routes.codec import Call, Frame, Options
 from mockserver.schemas.chat import ChatRequest
 from mockserver.spine.events import (
-    Candidate,
     Event,
     Finished,
     PromptLogprobs,
@@ -29,7 +22,6 @@ from mockserver.spine.events import (
     Scored,
     Started,
     TextDelta,
-    Token,
     ToolCallDelta,
     Usage,
 )
@@ -44,20 +36,27 @@ from mockserver.spine.request import (
     Source,
     Tool,
 )
-from mockserver.spine.result import Result
+from tests.support.codecs import (
+    as_json,
+    assert_chunk_bytes_are_objects,
+    assert_encodes,
+    copied_origin,
+    fast_rows,
+    fold,
+    generation,
+    head,
+    make_call,
+    png_url,
+    refusal,
+    stream,
+    streamed_choices,
+    streamed_usage,
+    tok,
+    wire_usage,
+)
 
-CREATED = 1_700_000_000
 MODEL = "gpt-4o-mini"
-
-
-def _png_url(width: int, height: int) -> str:
-    """A data URL of a PNG header (all the codec reads of an image is its size)."""
-    chunk = b"IHDR" + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
-    return "data:image/png;base64," + base64.b64encode(data).decode()
-
-
-PNG = _png_url(1, 1)  # high/auto detail: one tile, 170 + 85 = 255 tokens; low: 85
+PNG = png_url(1, 1)  # high/auto detail: one tile, 170 + 85 = 255 tokens; low: 85
 
 
 def _body(fields: dict[str, Any]) -> ChatRequest:
@@ -74,15 +73,7 @@ def _gen(
     sampling: Sampling = CHAT_SAMPLING,
     **fields: Any,
 ) -> GenerationRequest:
-    """The expected request: the defaults a bare body gets, and ``fields`` changed."""
-    defaults: dict[str, Any] = {"n": 1, "seed": 0, "context_window": 8192}
-    return GenerationRequest(
-        endpoint="chat",
-        model=model,
-        prompts=(Prompt(messages=messages),),
-        sampling=sampling,
-        **{**defaults, **fields},
-    )
+    return generation("chat", model, (Prompt(messages=messages),), sampling, **fields)
 
 
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
@@ -385,8 +376,7 @@ def test_to_generation(fields: dict[str, Any], profile: str, options: Options, e
 def test_to_generation_copies_the_origin() -> None:
     source = Source(surface="chat", session="worker-1", target="/v1/chat/completions", body=b"{}", stream=True)
     origin = Origin(seed=1234, canonical=b'{"canonical":1}', source=source, content_faults=frozenset({"content.x"}))
-    gen = CODEC.to_generation(_body({"seed": 99}), profile_named("openai"), Options(), origin)
-    assert (gen.seed, gen.canonical, gen.source, gen.content_faults) == (
+    assert copied_origin(CODEC, _body({"seed": 99}), origin) == (
         1234,
         b'{"canonical":1}',
         source,
@@ -546,90 +536,35 @@ def test_to_generation_copies_the_origin() -> None:
 def test_to_generation_refuses(
     fields: dict[str, Any], profile: str, options: Options, error: type[APIError], param: str
 ) -> None:
-    with pytest.raises(error) as raised:
-        CODEC.to_generation(_body(fields), profile_named(profile), options, Origin())
-    assert type(raised.value) is error
-    assert raised.value.param == param
+    assert refusal(CODEC, _body(fields), profile, options, error).param == param
 
 
 # ---- encode: the non-streamed body ----------------------------------------------------------
 
+HEAD = head("chatcmpl-test", "chat.completion", MODEL)
 ENVELOPES: dict[str, dict[str, Any]] = {
-    "openai": {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": MODEL,
-        "system_fingerprint": "fp_mockserver",
-        "service_tier": "default",
-    },
-    "vllm": {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": MODEL,
-        "system_fingerprint": None,
-    },
-    "fireworks": {"id": "chatcmpl-test", "object": "chat.completion", "created": CREATED, "model": MODEL},
-    "together": {"id": "chatcmpl-test", "object": "chat.completion", "created": CREATED, "model": MODEL},
-    "nebius": {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": MODEL,
-        "service_tier": "auto",
-    },
-    "nebulablock": {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": CREATED,
-        "model": MODEL,
-        "system_fingerprint": None,
-        "service_tier": None,
-        "prompt_logprobs": None,
-    },
+    "openai": {**HEAD, "system_fingerprint": "fp_mockserver", "service_tier": "default"},
+    "vllm": {**HEAD, "system_fingerprint": None},
+    "fireworks": HEAD,
+    "together": HEAD,
+    "nebius": {**HEAD, "service_tier": "auto"},
+    "nebulablock": {**HEAD, "system_fingerprint": None, "service_tier": None, "prompt_logprobs": None},
 }
-
-
-def _usage(style: str, prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
-    counts = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    if style == "null":
-        return {**counts, "prompt_tokens_details": None, "completion_tokens_details": None}
-    if style == "none":
-        return counts
-    return {
-        **counts,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-        "completion_tokens_details": {
-            "reasoning_tokens": reasoning,
-            "audio_tokens": 0,
-            "accepted_prediction_tokens": 0,
-            "rejected_prediction_tokens": 0,
-        },
-    }
 
 
 def _message(content: str | None, refusal: str | None = None, **more: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": content, "refusal": refusal, "annotations": [], **more}
 
 
+def _choice(
+    message: dict[str, Any], finish: str = "stop", index: int = 0, lp: Any = None, **more: Any
+) -> dict[str, Any]:
+    """One choice of a body; ``more``: the profile's extra fields (vLLM's stop_reason)."""
+    return {"index": index, "message": message, "logprobs": lp, "finish_reason": finish, **more}
+
+
 def _call(profile: str, fields: dict[str, Any], include_usage: bool = False) -> Call:
-    """A call as the handler makes it (its service tier read from the body and profile)."""
-    body, prof = _body(fields), profile_named(profile)
-    gen = CODEC.to_generation(body, prof, Options(), Origin(seed=1))
-    tier = params.service_tier(body, prof, CODEC.endpoint)
-    return Call(gen, body, prof, "chatcmpl-test", CREATED, include_usage=include_usage, service_tier=tier)
-
-
-def _fold(events: list[Event]) -> Result:
-    result = Result()
-    for event in events:
-        result.apply(event)
-    return result
-
-
-def _tok(text: str, logprob: float, *top: tuple[str, float]) -> Token:
-    return Token(text, text.encode(), text, logprob, tuple(Candidate(t, t.encode(), lp) for t, lp in top))
+    return make_call(CODEC, _body(fields), profile, "chatcmpl-test", include_usage)
 
 
 def _lp(text: str, logprob: float, *top: tuple[str, float]) -> dict[str, Any]:
@@ -667,8 +602,8 @@ TWO: list[Event] = [
 ]
 LOGPROB_EVENTS: list[Event] = [
     Started(0),
-    TextDelta(0, "Hi", (_tok("Hi", -0.25, ("Hi", -0.25), ("Hey", -1.5)),)),
-    TextDelta(0, " there", (_tok(" there", -0.5, (" there", -0.5), (" you", -2.0)),)),
+    TextDelta(0, "Hi", (tok("Hi", -0.25, ("Hi", -0.25), ("Hey", -1.5)),)),
+    TextDelta(0, " there", (tok(" there", -0.5, (" there", -0.5), (" you", -2.0)),)),
     Finished(0, "stop"),
     Usage(2, 2),
 ]
@@ -702,11 +637,7 @@ ENCODE_ROWS = [
         "openai",
         {},
         HELLO,
-        {
-            **ENVELOPES["openai"],
-            "choices": [{"index": 0, "message": _message("Hello world"), "logprobs": None, "finish_reason": "stop"}],
-            "usage": _usage("openai", 5, 2),
-        },
+        {**ENVELOPES["openai"], "choices": [_choice(_message("Hello world"))], "usage": wire_usage("openai", 5, 2)},
         id="text",
     ),
     pytest.param(
@@ -715,11 +646,8 @@ ENCODE_ROWS = [
         TWO,
         {
             **ENVELOPES["openai"],
-            "choices": [
-                {"index": 0, "message": _message("A"), "logprobs": None, "finish_reason": "stop"},
-                {"index": 1, "message": _message("Bb"), "logprobs": None, "finish_reason": "length"},
-            ],
-            "usage": _usage("openai", 3, 3),
+            "choices": [_choice(_message("A")), _choice(_message("Bb"), "length", index=1)],
+            "usage": wire_usage("openai", 3, 3),
         },
         id="two-choices-in-index-order",
     ),
@@ -730,20 +658,18 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["openai"],
             "choices": [
-                {
-                    "index": 0,
-                    "message": _message("Hi there"),
-                    "logprobs": {
+                _choice(
+                    _message("Hi there"),
+                    lp={
                         "content": [
                             _lp("Hi", -0.25, ("Hi", -0.25), ("Hey", -1.5)),
                             _lp(" there", -0.5, (" there", -0.5), (" you", -2.0)),
                         ],
                         "refusal": None,
                     },
-                    "finish_reason": "stop",
-                }
+                )
             ],
-            "usage": _usage("openai", 2, 2),
+            "usage": wire_usage("openai", 2, 2),
         },
         id="logprobs-content",
     ),
@@ -754,19 +680,18 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["together"],
             "choices": [
-                {
-                    "index": 0,
-                    "message": _message("Hi there"),
-                    "logprobs": {
+                _choice(
+                    _message("Hi there"),
+                    "eos",
+                    lp={
                         "tokens": ["Hi", " there"],
                         "token_logprobs": [-0.25, -0.5],
                         "top_logprobs": [{"Hi": -0.25, "Hey": -1.5}, {" there": -0.5, " you": -2.0}],
                         "text_offset": [0, 2],
                     },
-                    "finish_reason": "eos",
-                }
+                )
             ],
-            "usage": _usage("none", 2, 2),
+            "usage": wire_usage("none", 2, 2),
         },
         id="together-integer-logprobs-legacy-and-eos",
     ),
@@ -777,9 +702,8 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["openai"],
             "choices": [
-                {
-                    "index": 0,
-                    "message": _message(
+                _choice(
+                    _message(
                         None,
                         tool_calls=[
                             {
@@ -790,11 +714,10 @@ ENCODE_ROWS = [
                             {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": "{}"}},
                         ],
                     ),
-                    "logprobs": None,
-                    "finish_reason": "tool_calls",
-                }
+                    "tool_calls",
+                )
             ],
-            "usage": _usage("openai", 9, 12),
+            "usage": wire_usage("openai", 9, 12),
         },
         id="tool-calls",
     ),
@@ -804,15 +727,8 @@ ENCODE_ROWS = [
         LEGACY_CALL,
         {
             **ENVELOPES["openai"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": _message(None, function_call={"name": "f", "arguments": '{"x":1}'}),
-                    "logprobs": None,
-                    "finish_reason": "function_call",
-                }
-            ],
-            "usage": _usage("openai", 4, 6),
+            "choices": [_choice(_message(None, function_call={"name": "f", "arguments": '{"x":1}'}), "function_call")],
+            "usage": wire_usage("openai", 4, 6),
         },
         id="legacy-function-call",
     ),
@@ -822,10 +738,8 @@ ENCODE_ROWS = [
         [Started(0), Refusal(0, "I can't "), Refusal(0, "help."), Finished(0, "stop"), Usage(2, 3)],
         {
             **ENVELOPES["openai"],
-            "choices": [
-                {"index": 0, "message": _message(None, "I can't help."), "logprobs": None, "finish_reason": "stop"}
-            ],
-            "usage": _usage("openai", 2, 3),
+            "choices": [_choice(_message(None, "I can't help."))],
+            "usage": wire_usage("openai", 2, 3),
         },
         id="refusal",
     ),
@@ -835,15 +749,8 @@ ENCODE_ROWS = [
         THINKING,
         {
             **ENVELOPES["fireworks"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": _message("4", reasoning_content="Let me think."),
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": _usage("none", 3, 5),
+            "choices": [_choice(_message("4", reasoning_content="Let me think."))],
+            "usage": wire_usage("none", 3, 5),
         },
         id="reasoning-fireworks",
     ),
@@ -853,15 +760,8 @@ ENCODE_ROWS = [
         THINKING,
         {
             **ENVELOPES["together"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": _message("4", reasoning="Let me think."),
-                    "logprobs": None,
-                    "finish_reason": "eos",
-                }
-            ],
-            "usage": _usage("none", 3, 5),
+            "choices": [_choice(_message("4", reasoning="Let me think."), "eos")],
+            "usage": wire_usage("none", 3, 5),
         },
         id="reasoning-together",
     ),
@@ -869,11 +769,7 @@ ENCODE_ROWS = [
         "openai",
         {},
         THINKING,
-        {
-            **ENVELOPES["openai"],
-            "choices": [{"index": 0, "message": _message("4"), "logprobs": None, "finish_reason": "stop"}],
-            "usage": _usage("openai", 3, 5, reasoning=4),
-        },
+        {**ENVELOPES["openai"], "choices": [_choice(_message("4"))], "usage": wire_usage("openai", 3, 5, reasoning=4)},
         id="reasoning-openai-only-counted",
     ),
     pytest.param(
@@ -883,22 +779,10 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["vllm"],
             "choices": [
-                {
-                    "index": 0,
-                    "message": _message("one"),
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                    "stop_reason": "END",
-                },
-                {
-                    "index": 1,
-                    "message": _message("two"),
-                    "logprobs": None,
-                    "finish_reason": "length",
-                    "stop_reason": None,
-                },
+                _choice(_message("one"), stop_reason="END"),
+                _choice(_message("two"), "length", index=1, stop_reason=None),
             ],
-            "usage": _usage("null", 4, 5),
+            "usage": wire_usage("null", 4, 5),
         },
         id="vllm-stop-reason",
     ),
@@ -908,10 +792,8 @@ ENCODE_ROWS = [
         PROMPT_LP,
         {
             **ENVELOPES["vllm"],
-            "choices": [
-                {"index": 0, "message": _message("ok"), "logprobs": None, "finish_reason": "stop", "stop_reason": 7}
-            ],
-            "usage": _usage("null", 2, 1),
+            "choices": [_choice(_message("ok"), stop_reason=7)],
+            "usage": wire_usage("null", 2, 1),
             "prompt_logprobs": [
                 None,
                 {
@@ -926,11 +808,7 @@ ENCODE_ROWS = [
         "nebius",
         {},
         HELLO,
-        {
-            **ENVELOPES["nebius"],
-            "choices": [{"index": 0, "message": _message("Hello world"), "logprobs": None, "finish_reason": "stop"}],
-            "usage": _usage("none", 5, 2),
-        },
+        {**ENVELOPES["nebius"], "choices": [_choice(_message("Hello world"))], "usage": wire_usage("none", 5, 2)},
         id="nebius-service-tier",
     ),
     pytest.param(
@@ -939,16 +817,8 @@ ENCODE_ROWS = [
         HELLO,
         {
             **ENVELOPES["nebulablock"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": _message("Hello world"),
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                    "stop_reason": None,
-                }
-            ],
-            "usage": _usage("null", 5, 2),
+            "choices": [_choice(_message("Hello world"), stop_reason=None)],
+            "usage": wire_usage("null", 5, 2),
         },
         id="nebulablock-null-extras",
     ),
@@ -959,8 +829,8 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["openai"],
             "service_tier": "priority",
-            "choices": [{"index": 0, "message": _message("x"), "logprobs": None, "finish_reason": "length"}],
-            "usage": _usage("openai", 0, 0),
+            "choices": [_choice(_message("x"), "length")],
+            "usage": wire_usage("openai", 0, 0),
         },
         id="tier-served-and-no-usage-event",
     ),
@@ -969,38 +839,15 @@ ENCODE_ROWS = [
 
 @pytest.mark.parametrize(("profile", "fields", "events", "expected"), ENCODE_ROWS)
 def test_encode(profile: str, fields: dict[str, Any], events: list[Event], expected: dict[str, Any]) -> None:
-    body = CODEC.encode(_call(profile, fields), _fold(events))
-    assert body == expected
-    assert list(body) == list(expected)  # the keys in the order the wire has them
+    assert_encodes(CODEC, _call(profile, fields), events, expected)
 
 
 # ---- encode_event / encode_end: the stream -------------------------------------------------
 
 
-def _stream(call: Call, events: list[Event]) -> tuple[list[Frame], Result]:
-    """The frames the codec makes of each event, folding first, as the handler does."""
-    result, frames = Result(), []
-    for event in events:
-        result.apply(event)
-        frames += CODEC.encode_event(call, event, result)
-    frames += CODEC.encode_end(call, result)
-    return frames, result
-
-
-def _as_json(frame: Frame) -> dict[str, Any]:
-    return frame.to_json() if isinstance(frame, Chunk) else frame
-
-
-CHUNK = {
-    "id": "chatcmpl-test",
-    "object": "chat.completion.chunk",
-    "created": CREATED,
-    "model": MODEL,
-    "system_fingerprint": "fp_mockserver",
-    "service_tier": "default",
-}
-VLLM_CHUNK = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": CREATED, "model": MODEL}
-VLLM_CHUNK["system_fingerprint"] = None
+CHUNK_HEAD = head("chatcmpl-test", "chat.completion.chunk", MODEL)
+CHUNK = {**CHUNK_HEAD, "system_fingerprint": "fp_mockserver", "service_tier": "default"}
+VLLM_CHUNK = {**CHUNK_HEAD, "system_fingerprint": None}
 ROLE = {"role": "assistant", "content": "", "refusal": None}
 
 
@@ -1037,7 +884,7 @@ STREAM_ROWS = [
             {**_frame({"content": "Hello"}), "usage": None},
             {**_frame({"content": " world"}), "usage": None},
             {**_frame({}, "stop"), "usage": None},
-            {**CHUNK, "choices": [], "usage": _usage("openai", 5, 2)},
+            {**CHUNK, "choices": [], "usage": wire_usage("openai", 5, 2)},
         ],
         id="include-usage",
     ),
@@ -1135,14 +982,14 @@ STREAM_ROWS = [
 def test_stream_frames(
     profile: str, fields: dict[str, Any], include_usage: bool, events: list[Event], expected: list[dict[str, Any]]
 ) -> None:
-    frames, _ = _stream(_call(profile, fields, include_usage), events)
-    assert [_as_json(f) for f in frames] == expected
+    frames, _ = stream(CODEC, _call(profile, fields, include_usage), events)
+    assert [as_json(f) for f in frames] == expected
 
 
 def test_reasoning_streams_in_the_profiles_field() -> None:
     call = _call("fireworks", {})
-    frames, _ = _stream(call, [Started(0), Reasoning(0, "hmm"), TextDelta(0, "4"), Finished(0, "stop")])
-    assert [_as_json(f)["choices"][0]["delta"] for f in frames] == [
+    frames, _ = stream(CODEC, call, [Started(0), Reasoning(0, "hmm"), TextDelta(0, "4"), Finished(0, "stop")])
+    assert [as_json(f)["choices"][0]["delta"] for f in frames] == [
         ROLE,
         {"reasoning_content": "hmm"},
         {"content": "4"},
@@ -1151,8 +998,8 @@ def test_reasoning_streams_in_the_profiles_field() -> None:
 
 
 def test_together_legacy_logprobs_offsets_run_across_chunks() -> None:
-    frames, _ = _stream(_call("together", {"logprobs": 1}), LOGPROB_EVENTS)
-    offsets = [_as_json(f)["choices"][0]["logprobs"] for f in frames]
+    frames, _ = stream(CODEC, _call("together", {"logprobs": 1}), LOGPROB_EVENTS)
+    offsets = [as_json(f)["choices"][0]["logprobs"] for f in frames]
     assert [lp and lp["text_offset"] for lp in offsets] == [None, [0], [2], None]
 
 
@@ -1165,8 +1012,7 @@ def test_usage_on_last_chunk(profile: str, include_usage: bool, expected: bool) 
 
 
 FAST_ROWS = [
-    *[pytest.param(*row.values[:2], False, row.values[3], id=row.id) for row in STREAM_ROWS],
-    *[pytest.param(*row.values[:2], True, row.values[3], id=f"{row.id}-usage") for row in STREAM_ROWS],
+    *fast_rows(STREAM_ROWS),
     pytest.param("nebulablock", {}, True, HELLO, id="nebulablock-usage"),
     pytest.param("nebius", {}, False, HELLO, id="nebius"),
 ]
@@ -1176,12 +1022,8 @@ FAST_ROWS = [
 def test_chunk_bytes_are_its_object(
     profile: str, fields: dict[str, Any], include_usage: bool, events: list[Event]
 ) -> None:
-    frames, _ = _stream(_call(profile, fields, include_usage), events)
-    chunks = [f for f in frames if isinstance(f, Chunk)]
-    assert len(chunks) == len(frames) - include_usage  # every frame but the usage chunk
-    for chunk in chunks:
-        assert chunk.json_bytes() == dumps(chunk.to_json())
-        assert json.loads(chunk.json_bytes()) == chunk.to_json()
+    frames, _ = stream(CODEC, _call(profile, fields, include_usage), events)
+    assert_chunk_bytes_are_objects(frames, include_usage)
 
 
 # ---- stream and non-stream agree -----------------------------------------------------------
@@ -1191,41 +1033,36 @@ def _client_fold(frames: list[Frame], reasoning_field: str | None) -> dict[str, 
     """What a client makes of a stream: each choice's message joined from its deltas, the
     last finish fields, logprobs concatenated, and the usage chunk's usage."""
     choices: dict[int, dict[str, Any]] = {}
-    usage = None
-    for frame in frames:
-        chunk = _as_json(frame)
-        if chunk.get("usage") is not None:
-            usage = chunk["usage"]
-        for c in chunk["choices"]:
-            s = choices.setdefault(
-                c["index"],
-                {"content": "", "refusal": None, "reasoning": None, "calls": {}, "function_call": None, "lp": None},
-            )
-            delta = c["delta"]
-            s["content"] += delta.get("content") or ""
-            if delta.get("refusal") is not None:
-                s["refusal"] = (s["refusal"] or "") + delta["refusal"]
-            if reasoning_field is not None and reasoning_field in delta:
-                s["reasoning"] = (s["reasoning"] or "") + delta[reasoning_field]
-            for tc in delta.get("tool_calls", []):
-                call = s["calls"].setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
-                call["id"] = tc.get("id", call["id"])
-                call["name"] = tc["function"].get("name", call["name"])
-                call["arguments"] += tc["function"]["arguments"]
-            if "function_call" in delta:
-                fc = s["function_call"] or {"name": None, "arguments": ""}
-                fc["name"] = delta["function_call"].get("name", fc["name"])
-                fc["arguments"] += delta["function_call"]["arguments"]
-                s["function_call"] = fc
-            if c["logprobs"] is not None:
-                lp = c["logprobs"]
-                if s["lp"] is None:
-                    s["lp"] = {k: ([] if isinstance(v, list) else v) for k, v in lp.items()}
-                for k, v in lp.items():
-                    if isinstance(v, list):
-                        s["lp"][k] += v
-            s["finish"] = {k: v for k, v in c.items() if k in ("finish_reason", "stop_reason")}
-    return {"choices": choices, "usage": usage}
+    for c in streamed_choices(frames):
+        s = choices.setdefault(
+            c["index"],
+            {"content": "", "refusal": None, "reasoning": None, "calls": {}, "function_call": None, "lp": None},
+        )
+        delta = c["delta"]
+        s["content"] += delta.get("content") or ""
+        if delta.get("refusal") is not None:
+            s["refusal"] = (s["refusal"] or "") + delta["refusal"]
+        if reasoning_field is not None and reasoning_field in delta:
+            s["reasoning"] = (s["reasoning"] or "") + delta[reasoning_field]
+        for tc in delta.get("tool_calls", []):
+            call = s["calls"].setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
+            call["id"] = tc.get("id", call["id"])
+            call["name"] = tc["function"].get("name", call["name"])
+            call["arguments"] += tc["function"]["arguments"]
+        if "function_call" in delta:
+            fc = s["function_call"] or {"name": None, "arguments": ""}
+            fc["name"] = delta["function_call"].get("name", fc["name"])
+            fc["arguments"] += delta["function_call"]["arguments"]
+            s["function_call"] = fc
+        if c["logprobs"] is not None:
+            lp = c["logprobs"]
+            if s["lp"] is None:
+                s["lp"] = {k: ([] if isinstance(v, list) else v) for k, v in lp.items()}
+            for k, v in lp.items():
+                if isinstance(v, list):
+                    s["lp"][k] += v
+        s["finish"] = {k: v for k, v in c.items() if k in ("finish_reason", "stop_reason")}
+    return {"choices": choices, "usage": streamed_usage(frames)}
 
 
 def _body_view(body: dict[str, Any], reasoning_field: str | None) -> dict[str, Any]:
@@ -1261,8 +1098,8 @@ AGREE_ROWS += [
 @pytest.mark.parametrize(("profile", "fields", "events"), AGREE_ROWS)
 def test_stream_agrees_with_body(profile: str, fields: dict[str, Any], events: list[Event]) -> None:
     call = _call(profile, {**fields, "stream_options": {"include_usage": True}}, include_usage=True)
-    frames, result = _stream(call, events)
+    frames, result = stream(CODEC, call, events)
     field = call.profile.reasoning_field
-    streamed, whole = _client_fold(frames, field), _body_view(CODEC.encode(call, _fold(events)), field)
+    streamed, whole = _client_fold(frames, field), _body_view(CODEC.encode(call, fold(events)), field)
     assert streamed == whole
-    assert CODEC.encode(call, result) == CODEC.encode(call, _fold(events))  # the stream's own fold is the same
+    assert CODEC.encode(call, result) == CODEC.encode(call, fold(events))  # the stream's own fold is the same

@@ -3,23 +3,16 @@ events become the body and the stream chunks — with no server, no HTTP and no 
 
 from __future__ import annotations
 
-import base64
-import json
-import struct
-import zlib
 from typing import Any
 
 import pytest
 
 from mockserver.errors import APIError, InvalidRequest, NotFound
-from mockserver.http.sse import dumps
 from mockserver.profiles import Models, profile_named
-from mockserver.routes import params
-from mockserver.routes.codec import Call, Chunk, Frame, Options
+from mockserver.routes.codec import Call, Frame, Options
 from mockserver.routes.completions import CODEC
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.spine.events import (
-    Candidate,
     Event,
     Finished,
     PromptLogprobs,
@@ -28,21 +21,29 @@ from mockserver.spine.events import (
     Scored,
     Started,
     TextDelta,
-    Token,
     Usage,
 )
 from mockserver.spine.request import GenerationRequest, JsonFormat, Origin, Prompt, Sampling, Source
-from mockserver.spine.result import Result
+from tests.support.codecs import (
+    as_json,
+    assert_chunk_bytes_are_objects,
+    assert_encodes,
+    copied_origin,
+    fast_rows,
+    fold,
+    generation,
+    head,
+    make_call,
+    png_url,
+    refusal,
+    stream,
+    streamed_choices,
+    streamed_usage,
+    tok,
+    wire_usage,
+)
 
-CREATED = 1_700_000_000
 MODEL = "gpt-3.5-turbo-instruct"
-
-
-def _png_url(width: int, height: int) -> str:
-    """A data URL of a PNG header (all the codec reads of an image is its size)."""
-    chunk = b"IHDR" + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
-    return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
 def _body(fields: dict[str, Any]) -> CompletionRequest:
@@ -59,11 +60,7 @@ def _gen(
     sampling: Sampling = COMPLETIONS_SAMPLING,
     **fields: Any,
 ) -> GenerationRequest:
-    """The expected request: the defaults a bare body gets, and ``fields`` changed."""
-    defaults: dict[str, Any] = {"n": 1, "seed": 0, "context_window": 8192}
-    return GenerationRequest(
-        endpoint="completions", model=model, prompts=prompts, sampling=sampling, **{**defaults, **fields}
-    )
+    return generation("completions", model, prompts, sampling, **fields)
 
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
@@ -109,7 +106,7 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
             id="suffix-on-every-prompt",
         ),
         pytest.param(
-            {"prompt": ["a", "b"], "images": [_png_url(1, 1), _png_url(600, 600)]},
+            {"prompt": ["a", "b"], "images": [png_url(1, 1), png_url(600, 600)]},
             "fireworks",
             Options(),
             # 1×1: one tile (255); 600×600: four tiles (170·4 + 85 = 765), both on the first prompt
@@ -189,8 +186,7 @@ def test_to_generation(fields: dict[str, Any], profile: str, options: Options, e
 def test_to_generation_copies_the_origin() -> None:
     source = Source(surface="completions", session="w2", target="/v1/completions")
     origin = Origin(seed=5, canonical=b"c", source=source, content_faults=frozenset({"content.off_schema"}))
-    gen = CODEC.to_generation(_body({}), profile_named("openai"), Options(), origin)
-    assert (gen.seed, gen.canonical, gen.source, gen.content_faults) == (
+    assert copied_origin(CODEC, _body({}), origin) == (
         5,
         b"c",
         source,
@@ -222,7 +218,7 @@ def test_to_generation_copies_the_origin() -> None:
             {"images": ["data:text/plain;base64,AAAA"]}, "fireworks", Options(), InvalidRequest, "images[0]", id="image"
         ),
         pytest.param(
-            {"images": [_png_url(1, 1), "data:image/png;base64,AAAA"]},
+            {"images": [png_url(1, 1), "data:image/png;base64,AAAA"]},
             "fireworks",
             Options(),
             InvalidRequest,
@@ -250,15 +246,12 @@ def test_to_generation_copies_the_origin() -> None:
 def test_to_generation_refuses(
     fields: dict[str, Any], profile: str, options: Options, error: type[APIError], param: str
 ) -> None:
-    with pytest.raises(error) as raised:
-        CODEC.to_generation(_body(fields), profile_named(profile), options, Origin())
-    assert type(raised.value) is error
-    assert raised.value.param == param
+    assert refusal(CODEC, _body(fields), profile, options, error).param == param
 
 
 # ---- encode: the non-streamed body ----------------------------------------------------------
 
-HEAD = {"id": "cmpl-test", "object": "text_completion", "created": CREATED, "model": MODEL}
+HEAD = head("cmpl-test", "text_completion", MODEL)
 ENVELOPES: dict[str, dict[str, Any]] = {
     # OpenAI documents no service_tier on completions: the field is absent.
     "openai": {**HEAD, "system_fingerprint": "fp_mockserver"},
@@ -267,40 +260,10 @@ ENVELOPES: dict[str, dict[str, Any]] = {
     "nebius": {**HEAD, "service_tier": "auto"},
     "nebul": HEAD,
 }
-USAGE_OPENAI_DETAILS = {
-    "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-    "completion_tokens_details": {
-        "reasoning_tokens": 0,
-        "audio_tokens": 0,
-        "accepted_prediction_tokens": 0,
-        "rejected_prediction_tokens": 0,
-    },
-}
-USAGE_NULL_DETAILS = {"prompt_tokens_details": None, "completion_tokens_details": None}
-
-
-def _usage(prompt: int, completion: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    counts = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    return {**counts, **(details or {})}
 
 
 def _call(profile: str, fields: dict[str, Any], include_usage: bool = False) -> Call:
-    """A call as the handler makes it (its service tier read from the body and profile)."""
-    body, prof = _body(fields), profile_named(profile)
-    gen = CODEC.to_generation(body, prof, Options(), Origin(seed=1))
-    tier = params.service_tier(body, prof, CODEC.endpoint)
-    return Call(gen, body, prof, "cmpl-test", CREATED, include_usage=include_usage, service_tier=tier)
-
-
-def _fold(events: list[Event]) -> Result:
-    result = Result()
-    for event in events:
-        result.apply(event)
-    return result
-
-
-def _tok(text: str, logprob: float | None, *top: tuple[str, float]) -> Token:
-    return Token(text, text.encode(), text, logprob, tuple(Candidate(t, t.encode(), lp) for t, lp in top))
+    return make_call(CODEC, _body(fields), profile, "cmpl-test", include_usage)
 
 
 def _choice(text: str, index: int = 0, finish: str | None = "stop", lp: Any = None, **more: Any) -> dict[str, Any]:
@@ -321,15 +284,15 @@ FOUR: list[Event] = [
 ]
 LOGPROBS: list[Event] = [
     Started(0),
-    TextDelta(0, "Hi", (_tok("Hi", -0.5, ("Hi", -0.5), ("Yo", -1.0)),)),
-    TextDelta(0, " you", (_tok(" you", -0.25, (" me", -0.2)),)),
+    TextDelta(0, "Hi", (tok("Hi", -0.5, ("Hi", -0.5), ("Yo", -1.0)),)),
+    TextDelta(0, " you", (tok(" you", -0.25, (" me", -0.2)),)),
     Finished(0, "length"),
     Usage(1, 2),
 ]
 ECHO: list[Event] = [
     Started(0),
-    TextDelta(0, "Say", (_tok("Say", None),), echo=True),
-    TextDelta(0, "!", (_tok("!", -0.5, ("!", -0.5)),)),
+    TextDelta(0, "Say", (tok("Say", None),), echo=True),
+    TextDelta(0, "!", (tok("!", -0.5, ("!", -0.5)),)),
     Finished(0, "length"),
     Usage(1, 1),
 ]
@@ -355,7 +318,7 @@ ENCODE_ROWS = [
         "openai",
         {},
         HELLO,
-        {**ENVELOPES["openai"], "choices": [_choice("Hello world")], "usage": _usage(2, 2, USAGE_OPENAI_DETAILS)},
+        {**ENVELOPES["openai"], "choices": [_choice("Hello world")], "usage": wire_usage("openai", 2, 2)},
         id="text",
     ),
     pytest.param(
@@ -365,7 +328,7 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["openai"],
             "choices": [_choice("a", 0), _choice("b", 1, "length"), _choice("c", 2), _choice("d", 3, "length")],
-            "usage": _usage(4, 4, USAGE_OPENAI_DETAILS),
+            "usage": wire_usage("openai", 4, 4),
         },
         id="two-prompts-n2-prompt-major",
     ),
@@ -388,7 +351,7 @@ ENCODE_ROWS = [
                     },
                 )
             ],
-            "usage": _usage(1, 2, USAGE_OPENAI_DETAILS),
+            "usage": wire_usage("openai", 1, 2),
         },
         id="logprobs-legacy",
     ),
@@ -410,7 +373,7 @@ ENCODE_ROWS = [
                     },
                 )
             ],
-            "usage": _usage(1, 1, USAGE_OPENAI_DETAILS),
+            "usage": wire_usage("openai", 1, 1),
         },
         id="echo-first-token-unscored",
     ),
@@ -418,7 +381,7 @@ ENCODE_ROWS = [
         "openai",
         {},
         [Started(0), TextDelta(0, "Well. "), Refusal(0, "I can't."), Finished(0, "stop"), Usage(1, 4)],
-        {**ENVELOPES["openai"], "choices": [_choice("Well. I can't.")], "usage": _usage(1, 4, USAGE_OPENAI_DETAILS)},
+        {**ENVELOPES["openai"], "choices": [_choice("Well. I can't.")], "usage": wire_usage("openai", 1, 4)},
         id="refusal-is-text",
     ),
     pytest.param(
@@ -428,7 +391,7 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["vllm"],
             "choices": [_choice("one", stop_reason="\n"), _choice("x", 1, stop_reason=None)],
-            "usage": _usage(2, 2, USAGE_NULL_DETAILS),
+            "usage": wire_usage("null", 2, 2),
         },
         id="vllm-stop-reason",
     ),
@@ -452,7 +415,7 @@ ENCODE_ROWS = [
                     ],
                 )
             ],
-            "usage": _usage(2, 1, USAGE_NULL_DETAILS),
+            "usage": wire_usage("null", 2, 1),
         },
         id="vllm-prompt-logprobs",
     ),
@@ -460,14 +423,14 @@ ENCODE_ROWS = [
         "together",
         {},
         HELLO,
-        {**ENVELOPES["together"], "choices": [_choice("Hello world", finish="eos")], "usage": _usage(2, 2)},
+        {**ENVELOPES["together"], "choices": [_choice("Hello world", finish="eos")], "usage": wire_usage("none", 2, 2)},
         id="together-eos",
     ),
     pytest.param(
         "nebius",
         {},
         HELLO,
-        {**ENVELOPES["nebius"], "choices": [_choice("Hello world")], "usage": _usage(2, 2)},
+        {**ENVELOPES["nebius"], "choices": [_choice("Hello world")], "usage": wire_usage("none", 2, 2)},
         id="nebius-service-tier",
     ),
     pytest.param(
@@ -477,7 +440,7 @@ ENCODE_ROWS = [
         {
             **ENVELOPES["nebul"],
             "choices": [_choice("Hello world", stop_reason=None)],
-            "usage": _usage(2, 2, USAGE_NULL_DETAILS),
+            "usage": wire_usage("null", 2, 2),
         },
         id="nebul-null-details",
     ),
@@ -485,7 +448,7 @@ ENCODE_ROWS = [
         "openai",
         {},
         [Started(0), Finished(0, "length")],
-        {**ENVELOPES["openai"], "choices": [_choice("", finish="length")], "usage": _usage(0, 0, USAGE_OPENAI_DETAILS)},
+        {**ENVELOPES["openai"], "choices": [_choice("", finish="length")], "usage": wire_usage("openai", 0, 0)},
         id="empty-no-usage-event",
     ),
 ]
@@ -493,30 +456,19 @@ ENCODE_ROWS = [
 
 @pytest.mark.parametrize(("profile", "fields", "events", "expected"), ENCODE_ROWS)
 def test_encode(profile: str, fields: dict[str, Any], events: list[Event], expected: dict[str, Any]) -> None:
-    body = CODEC.encode(_call(profile, fields), _fold(events))
-    assert body == expected
-    assert list(body) == list(expected)  # the keys in the order the wire has them
+    assert_encodes(CODEC, _call(profile, fields), events, expected)
 
 
 # ---- encode_event / encode_end: the stream -------------------------------------------------
 
 
-def _stream(call: Call, events: list[Event]) -> tuple[list[Frame], Result]:
-    """The frames the codec makes of each event, folding first, as the handler does."""
-    result, frames = Result(), []
-    for event in events:
-        result.apply(event)
-        frames += CODEC.encode_event(call, event, result)
-    frames += CODEC.encode_end(call, result)
-    return frames, result
-
-
-def _as_json(frame: Frame) -> dict[str, Any]:
-    return frame.to_json() if isinstance(frame, Chunk) else frame
-
-
 def _frame(choice: dict[str, Any], envelope: dict[str, Any] = ENVELOPES["openai"]) -> dict[str, Any]:
     return {**envelope, "choices": [choice]}
+
+
+def _token_lp(token: str, logprob: float, top: dict[str, float], offset: int) -> dict[str, Any]:
+    """The legacy ``logprobs`` of a chunk of one token."""
+    return {"tokens": [token], "token_logprobs": [logprob], "top_logprobs": [top], "text_offset": [offset]}
 
 
 STREAM_ROWS = [
@@ -537,7 +489,7 @@ STREAM_ROWS = [
             {**_frame(_choice("Hello", finish=None)), "usage": None},
             {**_frame(_choice(" world", finish=None)), "usage": None},
             {**_frame(_choice("")), "usage": None},
-            {**ENVELOPES["openai"], "choices": [], "usage": _usage(2, 2, USAGE_OPENAI_DETAILS)},
+            {**ENVELOPES["openai"], "choices": [], "usage": wire_usage("openai", 2, 2)},
         ],
         id="include-usage",
     ),
@@ -547,30 +499,8 @@ STREAM_ROWS = [
         False,
         LOGPROBS,
         [
-            _frame(
-                _choice(
-                    "Hi",
-                    finish=None,
-                    lp={
-                        "tokens": ["Hi"],
-                        "token_logprobs": [-0.5],
-                        "top_logprobs": [{"Hi": -0.5, "Yo": -1.0}],
-                        "text_offset": [0],
-                    },
-                )
-            ),
-            _frame(
-                _choice(
-                    " you",
-                    finish=None,
-                    lp={
-                        "tokens": [" you"],
-                        "token_logprobs": [-0.25],
-                        "top_logprobs": [{" me": -0.2, " you": -0.25}],
-                        "text_offset": [2],
-                    },
-                )
-            ),
+            _frame(_choice("Hi", finish=None, lp=_token_lp("Hi", -0.5, {"Hi": -0.5, "Yo": -1.0}, 0))),
+            _frame(_choice(" you", finish=None, lp=_token_lp(" you", -0.25, {" me": -0.2, " you": -0.25}, 2))),
             _frame(_choice("", finish="length")),
         ],
         id="logprobs-offsets-run-on",
@@ -615,13 +545,12 @@ STREAM_ROWS = [
 def test_stream_frames(
     profile: str, fields: dict[str, Any], include_usage: bool, events: list[Event], expected: list[dict[str, Any]]
 ) -> None:
-    frames, _ = _stream(_call(profile, fields, include_usage), events)
-    assert [_as_json(f) for f in frames] == expected
+    frames, _ = stream(CODEC, _call(profile, fields, include_usage), events)
+    assert [as_json(f) for f in frames] == expected
 
 
 FAST_ROWS = [
-    *[pytest.param(*row.values[:2], False, row.values[3], id=row.id) for row in STREAM_ROWS],
-    *[pytest.param(*row.values[:2], True, row.values[3], id=f"{row.id}-usage") for row in STREAM_ROWS],
+    *fast_rows(STREAM_ROWS),
     pytest.param("nebius", {}, True, HELLO, id="nebius-usage"),
     pytest.param("openai", {"prompt": ["p", "q"], "n": 2}, True, FOUR, id="four-choices"),
 ]
@@ -631,12 +560,8 @@ FAST_ROWS = [
 def test_chunk_bytes_are_its_object(
     profile: str, fields: dict[str, Any], include_usage: bool, events: list[Event]
 ) -> None:
-    frames, _ = _stream(_call(profile, fields, include_usage), events)
-    chunks = [f for f in frames if isinstance(f, Chunk)]
-    assert len(chunks) == len(frames) - include_usage  # every frame but the usage chunk
-    for chunk in chunks:
-        assert chunk.json_bytes() == dumps(chunk.to_json())
-        assert json.loads(chunk.json_bytes()) == chunk.to_json()
+    frames, _ = stream(CODEC, _call(profile, fields, include_usage), events)
+    assert_chunk_bytes_are_objects(frames, include_usage)
 
 
 # ---- stream and non-stream agree -----------------------------------------------------------
@@ -648,21 +573,16 @@ def _client_fold(frames: list[Frame]) -> dict[str, Any]:
     """What a client makes of a stream: text joined per index, logprobs lists concatenated,
     the last finish fields, and the usage chunk's usage."""
     choices: dict[int, dict[str, Any]] = {}
-    usage = None
-    for frame in frames:
-        chunk = _as_json(frame)
-        if chunk.get("usage") is not None:
-            usage = chunk["usage"]
-        for c in chunk["choices"]:
-            s = choices.setdefault(c["index"], {"text": "", "logprobs": None})
-            s["text"] += c["text"]
-            if c["logprobs"] is not None:
-                lp = s["logprobs"] or {k: [] for k in c["logprobs"]}
-                for k, v in c["logprobs"].items():
-                    lp[k] += v
-                s["logprobs"] = lp
-            s["finish"] = {k: c[k] for k in FINISH_FIELDS if k in c}
-    return {"choices": choices, "usage": usage}
+    for c in streamed_choices(frames):
+        s = choices.setdefault(c["index"], {"text": "", "logprobs": None})
+        s["text"] += c["text"]
+        if c["logprobs"] is not None:
+            lp = s["logprobs"] or {k: [] for k in c["logprobs"]}
+            for k, v in c["logprobs"].items():
+                lp[k] += v
+            s["logprobs"] = lp
+        s["finish"] = {k: c[k] for k in FINISH_FIELDS if k in c}
+    return {"choices": choices, "usage": streamed_usage(frames)}
 
 
 def _body_view(body: dict[str, Any]) -> dict[str, Any]:
@@ -683,6 +603,6 @@ AGREE_ROWS += [
 @pytest.mark.parametrize(("profile", "fields", "events"), AGREE_ROWS)
 def test_stream_agrees_with_body(profile: str, fields: dict[str, Any], events: list[Event]) -> None:
     call = _call(profile, fields, include_usage=True)
-    frames, result = _stream(call, events)
-    assert _client_fold(frames) == _body_view(CODEC.encode(call, _fold(events)))
-    assert CODEC.encode(call, result) == CODEC.encode(call, _fold(events))  # the stream's own fold is the same
+    frames, result = stream(CODEC, call, events)
+    assert _client_fold(frames) == _body_view(CODEC.encode(call, fold(events)))
+    assert CODEC.encode(call, result) == CODEC.encode(call, fold(events))  # the stream's own fold is the same

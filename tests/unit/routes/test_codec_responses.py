@@ -4,9 +4,6 @@ Response object — with no server, no HTTP and no model."""
 
 from __future__ import annotations
 
-import base64
-import struct
-import zlib
 from typing import Any
 
 import pytest
@@ -49,21 +46,13 @@ from mockserver.spine.request import (
     Source,
     Tool,
 )
+from tests.support.codecs import copied_origin, generation, png_url, refusal
 
 MODEL = "gpt-4o-mini"
 RID = "resp_test"
 CREATED = 1_699_999_990
 NOW = 1_700_000_000.0
-
-
-def _png_url(width: int, height: int) -> str:
-    """A data URL of a PNG header (all the codec reads of an image is its size)."""
-    chunk = b"IHDR" + struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    data = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
-    return "data:image/png;base64," + base64.b64encode(data).decode()
-
-
-PNG = _png_url(1, 1)  # auto detail: 255 tokens; low: 85
+PNG = png_url(1, 1)  # auto detail: 255 tokens; low: 85
 
 
 def _body(fields: dict[str, Any]) -> ResponsesRequest:
@@ -81,11 +70,7 @@ def _gen(
     sampling: Sampling = RESPONSES_SAMPLING,
     **fields: Any,
 ) -> GenerationRequest:
-    """The expected request: the defaults a bare body gets, and ``fields`` changed."""
-    defaults: dict[str, Any] = {"n": 1, "seed": 0, "context_window": 8192}
-    return GenerationRequest(
-        endpoint="chat", model=model, prompts=(Prompt(messages=turns),), sampling=sampling, **{**defaults, **fields}
-    )
+    return generation("chat", model, (Prompt(messages=turns),), sampling, **fields)
 
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
@@ -468,8 +453,7 @@ def test_to_generation(fields: dict[str, Any], profile: str, options: Options, e
 def test_to_generation_copies_the_origin() -> None:
     source = Source(surface="responses", session="w3", target="/v1/responses")
     origin = Origin(seed=11, canonical=b"r", source=source, content_faults=frozenset({"content.bad_arguments"}))
-    gen = CODEC.to_generation(_body({}), profile_named("openai"), Options(), origin)
-    assert (gen.seed, gen.canonical, gen.source, gen.content_faults) == (
+    assert copied_origin(CODEC, _body({}), origin) == (
         11,
         b"r",
         source,
@@ -555,10 +539,7 @@ ERROR_ROWS = [
 
 @pytest.mark.parametrize(("fields", "error", "param"), ERROR_ROWS)
 def test_to_generation_refuses(fields: dict[str, Any], error: type[APIError], param: str) -> None:
-    with pytest.raises(error) as raised:
-        CODEC.to_generation(_body(fields), profile_named("fireworks"), Options(), Origin())
-    assert type(raised.value) is error
-    assert raised.value.param == param
+    assert refusal(CODEC, _body(fields), "fireworks", Options(), error).param == param
 
 
 @pytest.mark.parametrize(
