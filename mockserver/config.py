@@ -95,6 +95,23 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PATTERNS),
         description="Model ids (shell patterns) that think before answering (docs/tools.md).",
     )
+    # Limits: what one request (or connection) may ask of the server. Beyond each, a 4xx in the
+    # envelope naming what is too big (or a 503 for connections), never unbounded work.
+    max_body_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Largest request body in bytes (413 beyond, before it is read whole)."
+    )
+    max_json_depth: int = Field(64, ge=2, le=1000, description="Deepest nesting of a JSON body (400 beyond).")
+    max_choices: int = Field(
+        256, ge=1, description="Choices one request may ask for: prompts × n × best_of (400 beyond)."
+    )
+    max_list: int = Field(
+        1024, ge=1, description="Entries of logit_bias, stop_token_ids and other per-request lists (400 beyond)."
+    )
+    max_connections: int = Field(1000, ge=1, description="Connections served at once (503 beyond).")
+    header_timeout: float = Field(
+        10.0, gt=0, description="Seconds a connection may take to send a whole request head (closed beyond)."
+    )
+    shutdown_timeout: float = Field(2.0, ge=0, description="Seconds a shutdown waits for answers in flight.")
 
     @field_validator("backend")
     @classmethod
