@@ -434,6 +434,6 @@ def test_errata_are_still_needed(component: str, body: Body, path: str) -> None:
 
 def test_spec_path_default_and_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
-    assert spec_path() == Path(__file__).resolve().parents[3] / "shared" / "spec" / "openai-openapi.yaml"
+    assert spec_path() == Path(__file__).resolve().parents[1] / "support" / "openai-wire.json"  # in the repository
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "other.yaml"))
     assert spec_path() == tmp_path / "other.yaml"

@@ -2,10 +2,12 @@
 
 ``validate(component, instance)`` raises ``AssertionError`` listing every violation as
 ``<JSON path>: <what the schema says>``; ``errors(component, instance)`` returns that list.
-``component`` is a name under ``#/components/schemas`` of ``shared/spec/openai-openapi.yaml``
-(override the file with ``MOCKSERVER_OPENAPI_SPEC``). The YAML is parsed once per process
-and one validator is built per component, so calling these in a loop over stream chunks is
-cheap.
+``component`` is a name under ``#/components/schemas`` of ``tests/support/openai-wire.json``:
+the wire facts of OpenAI's OpenAPI description (2.3.0) that the tests use, made from the
+document by ``python -m tests.support.make_wire_spec`` (which records the source's commit and
+sha256), so the repository needs nothing beside it. ``MOCKSERVER_OPENAPI_SPEC`` points at
+another document instead (the whole YAML, say). It is read once per process and one
+validator is built per component, so calling these in a loop over stream chunks is cheap.
 
 How the document is read
 ------------------------
@@ -84,6 +86,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -95,7 +98,7 @@ from jsonschema.exceptions import best_match
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, Schema, SchemaRegistry
 
-__all__ = ["ENV_VAR", "SYNTHETIC_COMPONENTS", "component_names", "errors", "spec_path", "validate"]
+__all__ = ["ENV_VAR", "SYNTHETIC_COMPONENTS", "WIRE", "component_names", "errors", "spec_path", "validate"]
 
 ENV_VAR: Final = "MOCKSERVER_OPENAPI_SPEC"
 
@@ -111,27 +114,25 @@ _MAX_MESSAGE: Final = 300  # jsonschema messages embed the instance's repr; keep
 Json = Any  # a parsed JSON/YAML value: dict, list, str, int, float, bool or None
 
 
-def spec_path() -> Path:
-    """Where the OpenAPI document is: ``$MOCKSERVER_OPENAPI_SPEC``, else ``../shared/spec``.
+WIRE: Final = Path(__file__).with_name("openai-wire.json")
 
-    The repository is checked out as ``<x>/main`` with ``<x>/shared`` beside it (also in
-    CI), so the default is found from this file, not from the working directory.
-    """
+
+def spec_path() -> Path:
+    """Where the schemas come from: ``$MOCKSERVER_OPENAPI_SPEC``, else the repository's own
+    ``tests/support/openai-wire.json``."""
     override = os.environ.get(ENV_VAR)
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[3] / "shared" / "spec" / "openai-openapi.yaml"
+    return Path(override) if override else WIRE
 
 
 @functools.cache
 def _raw_schemas() -> dict[str, Json]:
-    """``components.schemas`` as written; parsing takes ~1.2 s, hence the cache."""
+    """``components.schemas`` as written (JSON, or a whole OpenAPI YAML when overridden)."""
     path = spec_path()
     if not path.is_file():
-        raise FileNotFoundError(f"OpenAPI spec not found at {path} (set {ENV_VAR} to override)")
+        raise FileNotFoundError(f"OpenAPI schemas not found at {path} (set {ENV_VAR} to override)")
     with path.open("rb") as stream:
         # CSafeLoader is the libyaml parser: ~5x faster than the pure-Python SafeLoader.
-        document = yaml.load(stream, Loader=yaml.CSafeLoader)
+        document = json.load(stream) if path.suffix == ".json" else yaml.load(stream, Loader=yaml.CSafeLoader)
     schemas: dict[str, Json] = document["components"]["schemas"]
     return schemas
 
