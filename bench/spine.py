@@ -94,9 +94,20 @@ def _wrk(port: int, body: dict[str, Any], concurrency: int, seconds: float, work
     script.write_text(_LUA % json.dumps(body))
     threads = 1 if concurrency == 1 else 2
     out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(script),
-         f"http://127.0.0.1:{port}{CHAT}"],
-        capture_output=True, text=True, check=True, timeout=seconds + 60,
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{concurrency}",
+            f"-d{max(1, round(seconds))}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}{CHAT}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
     ).stdout
     done = re.search(r"(\d+) requests in ([\d.]+)(m?s)", out)
     assert done is not None, out
@@ -114,23 +125,34 @@ def _ms(out: str, label: str) -> float:
     return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
 
 
-def measure(name: str, pid: int, port: int, body: dict[str, Any], shape: str, concurrency: int,
-            seconds: float, warmup: float, workdir: Path) -> Cell:
+def measure(
+    name: str,
+    pid: int,
+    port: int,
+    body: dict[str, Any],
+    shape: str,
+    concurrency: int,
+    seconds: float,
+    warmup: float,
+    workdir: Path,
+) -> Cell:
     _wrk(port, body, concurrency, warmup, workdir)
     before, started = _cpu(pid), time.perf_counter()
     got = _wrk(port, body, concurrency, seconds, workdir)
     elapsed, cpu = time.perf_counter() - started, _cpu(pid) - before
     n = max(1, int(got["requests"]))
-    return Cell(name, shape, concurrency, n, elapsed, n / seconds, got["p50"], got["p99"], cpu / n * 1000,
-                int(got["errors"]))
+    return Cell(
+        name, shape, concurrency, n, elapsed, n / seconds, got["p50"], got["p99"], cpu / n * 1000, int(got["errors"])
+    )
 
 
 @contextmanager
 def worktree(rev: str) -> Iterator[Path]:
     """A checkout of ``rev`` beside the repository, removed afterwards."""
     where = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
-    subprocess.run(["git", "worktree", "add", "--detach", str(where), rev], cwd=procs.ROOT, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(where), rev], cwd=procs.ROOT, check=True, capture_output=True
+    )
     try:
         yield where
     finally:
@@ -166,8 +188,12 @@ def _script(port: int, text: str) -> None:
 def _sixteen(port: int) -> dict[str, Any]:
     """A chat request the model answers with exactly 16 tokens (seed searched)."""
     for seed in range(200):
-        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 16,
-                "seed": seed}
+        body = {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": 16,
+            "seed": seed,
+        }
         status, answer = procs.post_json(port, CHAT, body)
         if status == 200 and answer.get("usage", {}).get("completion_tokens") == 16:  # type: ignore[union-attr]
             return body
@@ -192,8 +218,11 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
         notes["16-token request"] = json.dumps(sixteen)
         cassettes = workdir / "cassettes"
         cassettes.mkdir()
-        recorder = _serve(stack, "recorder", ["--cassettes", str(cassettes), "--record-mode", "all",
-                                              "--upstream", f"http://127.0.0.1:{reference.port}"])
+        recorder = _serve(
+            stack,
+            "recorder",
+            ["--cassettes", str(cassettes), "--record-mode", "all", "--upstream", f"http://127.0.0.1:{reference.port}"],
+        )
         procs.post_json(recorder.port, CHAT, sixteen)
         procs.stop(recorder)
         replay = _serve(stack, "replay", ["--cassettes", str(cassettes)])
@@ -203,38 +232,74 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
             old = _serve(stack, f"scripted@{args.baseline}", tree=tree)
             _script(old.port, text)
             servers.append((f"scripted@{args.baseline}", old, chat))
-            notes["baseline"] = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=procs.ROOT,
-                                               capture_output=True, text=True).stdout.strip()
+            notes["baseline"] = subprocess.run(
+                ["git", "rev-parse", "--short", args.baseline], cwd=procs.ROOT, capture_output=True, text=True
+            ).stdout.strip()
         for concurrency in levels:
             for name, server, body in servers:
-                cells.append(measure(name, server.pid, server.port, body, "plain", concurrency, args.duration,
-                                     args.warmup, workdir))
+                cells.append(
+                    measure(
+                        name, server.pid, server.port, body, "plain", concurrency, args.duration, args.warmup, workdir
+                    )
+                )
             for name, server, body in servers[1:]:
                 if name.startswith("scripted"):
-                    cells.append(measure(name, server.pid, server.port, {**body, **streamed}, "stream",
-                                         concurrency, args.duration, args.warmup, workdir))
+                    cells.append(
+                        measure(
+                            name,
+                            server.pid,
+                            server.port,
+                            {**body, **streamed},
+                            "stream",
+                            concurrency,
+                            args.duration,
+                            args.warmup,
+                            workdir,
+                        )
+                    )
         # The model alone, at concurrency 1: latency of the 16-token answer, today against the baseline.
-        cells.append(measure("reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration,
-                             args.warmup, workdir))
+        cells.append(
+            measure(
+                "reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration, args.warmup, workdir
+            )
+        )
         if args.baseline:
             old_ref = _serve(stack, f"reference@{args.baseline}", tree=tree)
-            cells.append(measure(f"reference@{args.baseline}", old_ref.pid, old_ref.port, sixteen, "plain", 1,
-                                 args.duration, args.warmup, workdir))
-            cells.append(measure("reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration,
-                                 args.warmup, workdir))
+            cells.append(
+                measure(
+                    f"reference@{args.baseline}",
+                    old_ref.pid,
+                    old_ref.port,
+                    sixteen,
+                    "plain",
+                    1,
+                    args.duration,
+                    args.warmup,
+                    workdir,
+                )
+            )
+            cells.append(
+                measure(
+                    "reference", reference.pid, reference.port, sixteen, "plain", 1, args.duration, args.warmup, workdir
+                )
+            )
     return cells, notes
 
 
 def report(cells: list[Cell], notes: dict[str, str]) -> str:
     ceiling = {c.concurrency: c for c in cells if c.server == "ceiling"}
-    lines = ["| server | shape | c | req/s | × ceiling req/s | CPU ms/req | × ceiling CPU | p50 ms | p99 ms | errors |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| server | shape | c | req/s | × ceiling req/s | CPU ms/req | × ceiling CPU | p50 ms | p99 ms | errors |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in cells:
         top = ceiling.get(c.concurrency)
         ratio = f"{c.rps / top.rps:.2f}" if top else "—"
         cpu = f"{c.cpu_ms / top.cpu_ms:.2f}" if top and top.cpu_ms else "—"
-        lines.append(f"| {c.server} | {c.shape} | {c.concurrency} | {c.rps:,.0f} | {ratio} | {c.cpu_ms:.3f} | {cpu} "
-                     f"| {c.p50_ms:.2f} | {c.p99_ms:.2f} | {c.errors} |")
+        lines.append(
+            f"| {c.server} | {c.shape} | {c.concurrency} | {c.rps:,.0f} | {ratio} | {c.cpu_ms:.3f} | {cpu} "
+            f"| {c.p50_ms:.2f} | {c.p99_ms:.2f} | {c.errors} |"
+        )
     lines += ["", *(f"- {k}: `{v}`" for k, v in notes.items())]
     return "\n".join(lines)
 

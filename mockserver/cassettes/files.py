@@ -9,10 +9,19 @@
   name, and the directory is fsynced so the rename survives a power cut. Readers see the old
   cassette or the new one, never half of one; a process killed mid-write leaves at most a
   hidden ``.NAME.*.tmp``, which no listing includes and the next write of NAME removes.
+* **Appends cost the same at 10 or 10,000 interactions** (YAML cassettes): :func:`append`
+  writes the new interactions at the end of the file (``O_APPEND``, then fsync), in the
+  appendable layout of :mod:`mockserver.cassettes.format` — ``version: 1`` first, the
+  interactions last, each closed by a ``# end`` line. A cassette in vcrpy's own layout (or
+  written by :func:`save`) is rewritten in that layout once, atomically, by its first append.
+  A process killed mid-append leaves at most a torn last item after the last ``# end``: every
+  load ignores it (with a warning), and the next append cuts it off (``ftruncate``) before
+  writing, so the file never holds a torn item anywhere else. JSON cassettes are still
+  rewritten whole (their closing brackets come last).
 * **One writer at a time**: a ``threading.Lock`` per file serialises threads, and coroutines
   through :meth:`CassetteDir.append_async` (which writes from a worker thread, so fsync never
-  blocks the event loop); an ``flock`` on the directory serialises processes. :func:`append`
-  re-reads the file under the lock, so concurrent recorders never lose each other's
+  blocks the event loop); an ``flock`` on the directory serialises processes. Every append
+  works on the file as it is under the lock, so concurrent recorders never lose each other's
   interactions.
 """
 
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import logging
 import os
 import stat
 import sys
@@ -31,7 +41,16 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import yaml
 
-from mockserver.cassettes.format import Interaction, dumps, loads
+from mockserver.cassettes.format import (
+    APPEND_END,
+    APPEND_HEADER,
+    Interaction,
+    complete,
+    dump_items,
+    dumps,
+    dumps_appendable,
+    loads,
+)
 
 __all__ = ["SUFFIXES", "CassetteDir", "CassetteError", "append", "load", "resolve_name", "save"]
 
@@ -39,6 +58,12 @@ SUFFIXES = (".yaml", ".yml", ".json")
 
 _LOCKS: dict[Path, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
+
+log = logging.getLogger("mockserver")
+
+_HEADER = APPEND_HEADER.encode()
+_END_LINE = b"\n" + APPEND_END.encode()
+_CHUNK = 1 << 16  # bytes read at a time when looking back for the last whole item
 
 
 class CassetteError(ValueError):
@@ -72,6 +97,10 @@ def load(path: Path) -> tuple[Interaction, ...]:
     is not a cassette, ``FileNotFoundError`` if it does not exist."""
     try:
         text = path.read_text(encoding="utf-8")
+        if _format(path) == "yaml":
+            text, torn = complete(text)
+            if torn:
+                log.warning("%s: ignoring the last %d characters, an append cut short (by a crash?)", path, torn)
         return loads(text, _format(path))
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise CassetteError(f"{path}: not a readable cassette: {exc}") from exc
@@ -85,12 +114,78 @@ def save(path: Path, interactions: Iterable[Interaction]) -> None:
 
 
 def append(path: Path, interactions: Iterable[Interaction]) -> None:
-    """Add ``interactions`` after those already in ``path`` (re-read under the lock).
-    Rewrites the whole file each time: cheap for the hundreds a recording session makes."""
+    """Add ``interactions`` after those already in ``path``, under the lock. A YAML cassette
+    gets them written at its end (a constant cost, whatever its size); a JSON one is re-read
+    and rewritten whole."""
     new = tuple(interactions)
     with _locked(path):
-        existing = load(path) if path.exists() else ()
-        _write(path, dumps(existing + new, _format(path)))
+        if _format(path) == "yaml":
+            _append_yaml(path, new)
+        else:
+            existing = load(path) if path.exists() else ()
+            _write(path, dumps(existing + new, _format(path)))
+
+
+def _append_yaml(path: Path, new: tuple[Interaction, ...]) -> None:
+    """Caller holds the path's lock. Creates the file, or moves it to the appendable layout,
+    with an atomic rewrite; else cuts a torn tail off and appends, then fsyncs."""
+    items = dump_items(new)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        _write(path, APPEND_HEADER + items)
+        return
+    try:
+        if _read_at(fd, 0, len(_HEADER)) != _HEADER:  # vcrpy's layout, save()'s, or an empty file
+            existing = load(path)
+            _write(path, dumps_appendable(existing) + items)
+            return
+        _cut_torn_tail(fd, path)
+        if items:
+            _write_all(fd, items.encode())
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_at(fd: int, offset: int, size: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _cut_torn_tail(fd: int, path: Path) -> None:
+    """Truncate whatever follows the last END line (or the header): what an append killed
+    midway left. Only the tail is read, and only after such a crash is more of it read."""
+    size = os.fstat(fd).st_size
+    if size == len(_HEADER):
+        return  # the header, no interaction yet
+    if size > len(_HEADER) and _read_at(fd, size - len(_END_LINE), len(_END_LINE)) == _END_LINE:
+        return  # the last item is whole: the usual case, one small read
+    whole = len(_HEADER)
+    position = size
+    while position > len(_HEADER):  # back, a chunk at a time (overlapping by the END line)
+        start = max(len(_HEADER) - 1, position - _CHUNK)
+        data = _read_at(fd, start, min(size, position + len(_END_LINE) - 1) - start)
+        found = data.rfind(_END_LINE)
+        if found >= 0:
+            whole = start + found + len(_END_LINE)
+            break
+        position = start
+    log.warning("%s: cutting off %d bytes of an append cut short (by a crash?) before appending", path, size - whole)
+    os.ftruncate(fd, whole)
 
 
 @contextmanager

@@ -21,15 +21,38 @@ events as it still has; extra events come at the last offset. A foreign ``text/e
 recording (vcrpy buffers streams whole) is read as a stream with every offset 0 and end
 ``done`` if a ``data: [DONE]`` event is present, else ``eof``.
 
-Redaction (:mod:`mockserver.cassettes.redact`) happens inside :func:`dumps` and :func:`loads`, so no
-write can skip it and a cassette from elsewhere is cleaned as it is read. Files, locks and
-names are :mod:`mockserver.cassettes.files`'s job.
+Redaction (:mod:`mockserver.cassettes.redact`) happens inside :func:`dumps`, :func:`dump_items`
+and :func:`loads`, so no write can skip it and a cassette from elsewhere is cleaned as it is read.
+Files, locks and names are :mod:`mockserver.cassettes.files`'s job.
+
+**The appendable layout.** Recording adds one interaction at a time, and rewriting the whole
+document for each costs time in proportion to the cassette. So a YAML cassette we append to is
+the same vcrpy document with its keys the other way round — ``version: 1`` first, the
+``interactions`` list last — after a first comment line naming the layout
+(:data:`APPEND_HEADER`), and each interaction closed by a ``# end`` comment line
+(:data:`APPEND_END`)::
+
+    # mockserver cassette, appended in place: ...
+    version: 1
+    interactions:
+    - request: ...
+      response: ...
+    # end
+    - request: ...
+    # end
+
+A new interaction is then written at the end of the file (:func:`dump_items`, the same
+serializer and redaction as :func:`dumps`). vcrpy reads it as any other cassette (key order and
+comments mean nothing to YAML). An append cut short by a crash leaves a torn item after the last
+``# end``: :func:`loads` ignores it, with a warning (:func:`complete`), and the next append cuts it
+off before writing.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +64,8 @@ from urllib.parse import urlsplit
 from mockserver.cassettes import redact
 
 __all__ = [
+    "APPEND_END",
+    "APPEND_HEADER",
     "EXTRA_KEY",
     "EndKind",
     "Headers",
@@ -50,13 +75,27 @@ __all__ = [
     "Stream",
     "StreamCapture",
     "StreamEvent",
+    "complete",
+    "dump_items",
     "dumps",
+    "dumps_appendable",
     "loads",
     "split_events",
 ]
 
 EXTRA_KEY = "mockserver"
 FORMAT = 1
+
+log = logging.getLogger("mockserver")
+
+# The appendable YAML layout (see the module's docstring). No line of a dumped interaction starts
+# in column 0 but its "- " (everything else is indented), so the END line cannot occur inside one.
+APPEND_HEADER = (
+    "# mockserver cassette, appended in place: each interaction ends with a '# end' line; anything after "
+    "the last one is an append cut short, and is ignored.\nversion: 1\ninteractions:\n"
+)
+APPEND_END = "# end\n"
+_END_LINE = "\n" + APPEND_END
 
 EndKind = Literal["done", "eof", "reset"]  # [DONE] seen · the body just ended · connection reset
 Headers = tuple[tuple[str, str], ...]  # in order, repeated names kept (set-cookie)
@@ -199,6 +238,7 @@ def _vcr() -> Any:
     # Imported on first use: vcrpy pulls in its HTTP-library patches (~0.3 s).
     import vcr.request  # type: ignore[import-untyped]
     import vcr.serialize  # type: ignore[import-untyped]
+    import vcr.serializers.compat  # type: ignore[import-untyped]
     import vcr.serializers.jsonserializer  # type: ignore[import-untyped]
     import vcr.serializers.yamlserializer  # type: ignore[import-untyped]
 
@@ -219,9 +259,8 @@ def _grouped(headers: Headers) -> dict[str, list[str]]:
     return grouped
 
 
-def dumps(interactions: Iterable[Interaction], fmt: str = "yaml") -> str:
-    """The cassette text for ``interactions``, redacted, in vcrpy's format ``fmt``. Bodies
-    that are not UTF-8 need ``yaml`` (vcrpy's JSON serializer refuses them)."""
+def _vcr_pairs(interactions: Iterable[Interaction]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """vcrpy's requests and response dicts for ``interactions``, redacted."""
     vcr = _vcr()
     requests: list[Any] = []
     responses: list[dict[str, Any]] = []
@@ -232,8 +271,48 @@ def dumps(interactions: Iterable[Interaction], fmt: str = "yaml") -> str:
         headers = {name: ", ".join(values) for name, values in _grouped(req.headers).items()}
         requests.append(vcr.request.Request(req.method, req.uri, req.body, headers))
         responses.append(_response_dict(clean.response))
-    text: str = vcr.serialize.serialize({"requests": requests, "responses": responses}, _serializer(fmt))
+    return requests, responses
+
+
+def dumps(interactions: Iterable[Interaction], fmt: str = "yaml") -> str:
+    """The cassette text for ``interactions``, redacted, in vcrpy's format ``fmt``. Bodies
+    that are not UTF-8 need ``yaml`` (vcrpy's JSON serializer refuses them)."""
+    requests, responses = _vcr_pairs(interactions)
+    text: str = _vcr().serialize.serialize({"requests": requests, "responses": responses}, _serializer(fmt))
     return text
+
+
+def dump_items(interactions: Iterable[Interaction]) -> str:
+    """``interactions`` as items of the appendable layout's list, each closed by its END line:
+    what an append writes at the end of the file. Each is the dict vcrpy's ``serialize`` makes
+    of an interaction, dumped by vcrpy's YAML serializer, redacted as :func:`dumps` does."""
+    vcr = _vcr()
+    serializer = _serializer("yaml")
+    pieces: list[str] = []
+    for request, response in zip(*_vcr_pairs(interactions), strict=True):
+        item = {
+            "request": vcr.serializers.compat.convert_to_unicode(request._to_dict()),
+            "response": vcr.serializers.compat.convert_to_unicode(response),
+        }
+        text: str = serializer.serialize([item])
+        pieces.append(text if text.endswith("\n") else text + "\n")
+        pieces.append(APPEND_END)
+    return "".join(pieces)
+
+
+def dumps_appendable(interactions: Iterable[Interaction]) -> str:
+    """The whole cassette in the appendable layout (YAML)."""
+    return APPEND_HEADER + dump_items(interactions)
+
+
+def complete(text: str) -> tuple[str, int]:
+    """``text`` without a torn last item, and how many characters were cut (0 if none): in the
+    appendable layout, whatever follows the last END line (or the header, if none has one)."""
+    if not text.startswith(APPEND_HEADER):
+        return text, 0
+    end = text.rfind(_END_LINE, len(APPEND_HEADER) - 1)
+    whole = len(APPEND_HEADER) if end < 0 else end + len(_END_LINE)
+    return text[:whole], len(text) - whole
 
 
 def _response_dict(resp: Response) -> dict[str, Any]:
@@ -251,9 +330,16 @@ def _response_dict(resp: Response) -> dict[str, Any]:
 
 
 def loads(text: str, fmt: str = "yaml") -> tuple[Interaction, ...]:
-    """The interactions of a cassette in vcrpy's format (safe YAML only), redacted."""
+    """The interactions of a cassette in vcrpy's format (safe YAML only), redacted. In the
+    appendable layout, a torn last item (an append cut short) is left out, with a warning."""
     if not text.strip():
         return ()  # vcrpy treats an empty file as no cassette yet; so do we
+    if fmt == "yaml":
+        text, torn = complete(text)
+        if torn:
+            log.warning("a cassette ends with %d characters of an append cut short: ignored", torn)
+        if text == APPEND_HEADER:
+            return ()  # the layout's header, and no interaction yet
     requests, responses, *_ = _vcr().serialize.deserialize(text, _serializer(fmt))
     return tuple(
         Interaction(_request(req), _response(resp)).redacted() for req, resp in zip(requests, responses, strict=True)

@@ -5,23 +5,38 @@ or fault — and the entry is completed as the response goes out: status, seed, 
 applied, events and bytes sent, and how it ended. Entries live in a bounded ring buffer
 (oldest dropped first). :func:`verdicts` judges a session's retries: did the client wait
 out ``retry-after``, back off between attempts, and leave non-retryable 4xx alone?
+
+An entry keeps a *bounded* copy of the body: the parsed body when it is small
+(:data:`BODY_KEPT` bytes or less) and shallow (:data:`BODY_DEPTH` levels or less), else a
+summary — its top-level scalar fields (``model``, ``stream``…) and ``body_truncated`` set.
+Either way ``body_bytes`` is the body's size and ``body_sha256`` a digest that identical
+requests share: the raw bytes' when the caller passes them (``raw=``), else the canonical
+JSON's. Verdicts compare that digest, so a 1 MB body costs a few hundred bytes per entry and
+its retries are still recognised.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import threading
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-__all__ = ["Ending", "Entry", "Journal", "verdicts"]
+__all__ = ["BODY_DEPTH", "BODY_KEPT", "Ending", "Entry", "Journal", "bounded", "verdicts"]
 
 Ending = Literal["pending", "done", "eof", "reset", "stall", "hang", "client_disconnect", "error"]
 
 # Statuses an OpenAI SDK retries by itself; any other 4xx repeated unchanged is a client bug.
 RETRYABLE = frozenset({408, 409, 429})
+
+BODY_KEPT = 16 * 1024  # bytes: a body this size or smaller is kept whole
+BODY_DEPTH = 100  # levels of nesting a kept body may have (deeper ones are summarised)
+_SUMMARY_FIELDS = 32  # top-level scalar fields a summary keeps
+_SUMMARY_TEXT = 256  # characters: longer strings are left out of a summary
 
 
 @dataclass(slots=True)
@@ -33,7 +48,7 @@ class Entry:
     path: str
     session: str | None
     retry_attempt: int
-    body: Any  # the parsed JSON body (None when there was none or it did not parse)
+    body: Any  # the parsed JSON body, or its summary (body_truncated); None when there was none
     faults: list[str] = field(default_factory=list)
     status: int | None = None
     seed: int | None = None
@@ -42,9 +57,15 @@ class Entry:
     bytes: int = 0  # body bytes sent
     ended: Ending = "pending"
     duration: float | None = None
+    body_bytes: int = 0  # the request body's size
+    body_sha256: str | None = None  # what identical requests share (None: no body)
+    body_truncated: bool = False  # ``body`` is a summary of a body too big or too deep to keep
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The entry as a JSON object (shallow: the body kept is bounded in size and depth)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["faults"] = list(self.faults)
+        return out
 
 
 class Journal:
@@ -55,9 +76,33 @@ class Journal:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def open(self, **fields: Any) -> Entry:
+    def open(
+        self,
+        *,
+        time: float,
+        method: str,
+        path: str,
+        session: str | None,
+        retry_attempt: int,
+        body: Any,
+        raw: bytes | None = None,
+    ) -> Entry:
+        """Journal a request as it arrives. ``body`` is the parsed body (None if none or not
+        JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap)."""
+        kept, size, digest, truncated = bounded(body, raw)
         with self._lock:
-            entry = Entry(id=next(self._ids), **fields)
+            entry = Entry(
+                next(self._ids),
+                time,
+                method,
+                path,
+                session,
+                retry_attempt,
+                kept,
+                body_bytes=size,
+                body_sha256=digest,
+                body_truncated=truncated,
+            )
             self._entries.append(entry)
             return entry
 
@@ -75,29 +120,166 @@ class Journal:
                 self._entries.extend(kept)
 
 
+# ---- bounded bodies -------------------------------------------------------------------------
+
+
+def bounded(body: Any, raw: bytes | None = None) -> tuple[Any, int, str | None, bool]:
+    """What an entry keeps of a body: ``(body or summary, size, sha256, truncated)``."""
+    if raw is not None:
+        if not raw and body is None:
+            return None, 0, None, False
+        size, digest = len(raw), hashlib.sha256(raw).hexdigest()
+    elif body is None:
+        return None, 0, None, False
+    else:
+        size, digest = _canonical_digest(body)
+    if size <= BODY_KEPT and not _deeper_than(body, BODY_DEPTH):
+        return body, size, digest, False
+    return _summary(body), size, digest, True
+
+
+def _canonical_digest(body: Any) -> tuple[int, str]:
+    """Size and SHA-256 of ``body`` as canonical JSON (sorted keys, no spaces, ASCII), at any depth."""
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError, TypeError):  # too deep for the C encoder: walk it
+        digest, size = hashlib.sha256(), 0
+        for piece in _pieces(body):
+            data = piece.encode()
+            digest.update(data)
+            size += len(data)
+        return size, digest.hexdigest()
+    data = text.encode()
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def _pieces(value: Any) -> Iterator[str]:
+    """``value`` as canonical JSON, piece by piece, without recursion (any depth)."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            yield item.text
+        elif isinstance(item, dict):
+            keys = sorted(item, key=str)
+            todo: list[Any] = [_Text("{")]
+            for n, key in enumerate(keys):
+                todo.append(_Text(("," if n else "") + json.dumps(str(key)) + ":"))
+                todo.append(item[key])
+            todo.append(_Text("}"))
+            stack.extend(reversed(todo))
+        elif isinstance(item, list | tuple):
+            todo = [_Text("[")]
+            for n, element in enumerate(item):
+                if n:
+                    todo.append(_Text(","))
+                todo.append(element)
+            todo.append(_Text("]"))
+            stack.extend(reversed(todo))
+        else:
+            try:
+                yield json.dumps(item, default=str)
+            except ValueError:
+                yield json.dumps(str(item))
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    text: str
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Is ``value`` nested more than ``limit`` levels deep? (Without recursion.)"""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _summary(body: Any) -> dict[str, Any] | None:
+    """A big or deep body's top-level scalar fields (``model``, ``stream``, ``n``…)."""
+    if not isinstance(body, dict):
+        return None
+    kept: dict[str, Any] = {}
+    for key, value in body.items():
+        if len(kept) >= _SUMMARY_FIELDS:
+            break
+        if not isinstance(key, str) or len(key) > _SUMMARY_TEXT:
+            continue
+        if (
+            value is None
+            or isinstance(value, bool | int | float)
+            or (isinstance(value, str) and len(value) <= _SUMMARY_TEXT)
+        ):
+            kept[key] = value
+    return kept
+
+
+# ---- verdicts -------------------------------------------------------------------------------
+
+
+def _same_request(entry: Entry) -> tuple[str, str, str | None]:
+    """What retries of one request share: method, path and the body's digest."""
+    digest = entry.body_sha256
+    if digest is None and entry.body is not None:  # an entry made by hand, not by the journal
+        digest = _canonical_digest(entry.body)[1]
+    return entry.method, entry.path, digest
+
+
+@dataclass(slots=True)
+class _Request:
+    """What the verdicts know of one request (method, path, body) so far."""
+
+    last: float  # when it last arrived
+    wait_until: float = float("-inf")  # the latest end of a retry-after it was answered with
+    refused: bool = False  # answered a non-retryable 4xx
+
+
 def verdicts(entries: Iterable[Entry]) -> dict[str, Any]:
     """Judge the retries in ``entries`` (one session, in arrival order). A retry is the same
-    method, path and body sent again after an error answer."""
+    method, path and body sent again after an error answer. One pass, grouped by request:
+    linear in the entries."""
     ordered = list(entries)
     ignored_retry_after: list[int] = []
     no_backoff: list[int] = []
     retried_4xx: list[int] = []
-    for earlier, later in itertools.combinations(ordered, 2):
-        if (later.method, later.path, later.body) != (earlier.method, earlier.path, earlier.body):
-            continue
-        if earlier.status is None or earlier.status < 400:
-            continue
-        gap = later.time - earlier.time - (earlier.duration or 0.0)
-        if earlier.retry_after is not None and gap + 1e-3 < earlier.retry_after:
-            ignored_retry_after.append(later.id)
-        if 400 <= earlier.status < 500 and earlier.status not in RETRYABLE:
-            retried_4xx.append(later.id)
-    attempts = [e for e in ordered if e.retry_attempt > 0]
+    seen: dict[tuple[str, str, str | None], _Request] = {}
+    before: list[float] = []  # per entry: when the same request last arrived before it (else its own time)
+    for entry in ordered:
+        key = _same_request(entry)
+        request = seen.get(key)
+        if request is None:
+            request = seen[key] = _Request(entry.time)
+            before.append(entry.time)
+        else:
+            if entry.time + 1e-3 < request.wait_until:
+                ignored_retry_after.append(entry.id)
+            if request.refused:
+                retried_4xx.append(entry.id)
+            before.append(request.last)
+            request.last = entry.time
+        if entry.status is not None and entry.status >= 400:
+            if entry.retry_after is not None:
+                end = entry.time + (entry.duration or 0.0) + entry.retry_after
+                request.wait_until = max(request.wait_until, end)
+            if 400 <= entry.status < 500 and entry.status not in RETRYABLE:
+                request.refused = True
+    attempts = [n for n, e in enumerate(ordered) if e.retry_attempt > 0]
     for previous, current in itertools.pairwise(attempts):
-        if current.retry_attempt == previous.retry_attempt + 1:
-            before = previous.time - _sent_before(ordered, previous)
-            if current.time - previous.time < before - 1e-3:
-                no_backoff.append(current.id)
+        earlier, later = ordered[previous], ordered[current]
+        if later.retry_attempt == earlier.retry_attempt + 1:
+            waited_before = earlier.time - before[previous]
+            if later.time - earlier.time < waited_before - 1e-3:
+                no_backoff.append(later.id)
     return {
         "requests": len(ordered),
         "honoured_retry_after": not ignored_retry_after,
@@ -109,11 +291,3 @@ def verdicts(entries: Iterable[Entry]) -> dict[str, Any]:
             "retried_non_retryable_4xx": retried_4xx,
         },
     }
-
-
-def _sent_before(ordered: list[Entry], entry: Entry) -> float:
-    """When the attempt before ``entry`` (same request, one retry earlier) arrived."""
-    for candidate in reversed(ordered[: ordered.index(entry)]):
-        if (candidate.method, candidate.path, candidate.body) == (entry.method, entry.path, entry.body):
-            return candidate.time
-    return entry.time
