@@ -34,6 +34,7 @@ from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
 from mockserver.gpt.tokenizer import ASSETS
 from mockserver.http.auth import BearerAuth
+from mockserver.http.limits import BodyLimits, Limits
 from mockserver.http.metrics import Metrics, MetricsLayer
 from mockserver.http.prefix import ProfilePrefix
 from mockserver.http.sse import dumps
@@ -120,6 +121,12 @@ def create_app(
     if clock is None:
         clock = VirtualClock(settings.frozen_time) if settings.frozen_time is not None else SystemClock()
     names = settings.chain()
+    limits = Limits(
+        body_bytes=settings.max_body_bytes,
+        json_depth=settings.max_json_depth,
+        choices=settings.max_choices,
+        list_entries=settings.max_list,
+    )
     chaos = Chaos(
         rules=RuleBook(defaults=parse_faults(settings.faults)),
         journal=Journal(settings.journal_size),
@@ -158,11 +165,13 @@ def create_app(
             vocab_size=_vocab_size(backend),
             models=Models(windows, settings.context_window, settings.reject_unknown_models),
             reasoning_models=tuple(settings.reasoning_models),
+            limits=limits,
         ),
         seed=settings.seed,
         script=script,
         admin=Admin(settings.admin_token, settings.admin_remote),
         model=model,
+        limits=limits,
     )
 
     @contextlib.asynccontextmanager
@@ -191,6 +200,8 @@ def create_app(
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), answer=_answer)
     if settings.injector:
         app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
+    # Every path, before anything reads the body: its size, depth and numbers (413 / 400).
+    app.add_middleware(BodyLimits, limits=limits, answer=_answer)
     # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….
     app.add_middleware(MetricsLayer, metrics=metrics, routes=app.routes)
     app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths

@@ -15,6 +15,7 @@ from mockserver.clock import Clock
 from mockserver.faults.journal import Journal
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
+from mockserver.http.limits import Limits
 from mockserver.profiles import PROFILES, Profile
 from mockserver.responses.lifecycle import Lifecycle
 from mockserver.routes.codec import Options
@@ -67,6 +68,7 @@ class ServerContext:
     script: Script = field(default_factory=Script)  # scripted answers (--rules, /__mockserver/answers)
     admin: Admin = field(default_factory=Admin)
     model: Backend | None = None  # the reference model, when the chain has it (embeddings)
+    limits: Limits = field(default_factory=Limits)  # what one request may ask (the edge's, the injector's)
 
     def profile_of(self, scope: Scope) -> Profile:
         """The profile answering this request: its path prefix's, else the server's."""

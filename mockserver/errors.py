@@ -8,12 +8,17 @@ The tree::
     ├── AuthenticationError       401 invalid_api_key
     ├── NotFound                  404 (unknown route, unknown model: code=model_not_found)
     ├── MethodNotAllowed          405
+    ├── RequestTooLarge           413 code=request_too_large (the body is over --max-body-bytes)
     └── InternalError             500 (never carries a stack trace)
 
 Handlers raise these; :meth:`APIError.body` turns any of them into the JSON body, in the error
 style of the profile answering (OpenAI's envelope, vLLM's, or Fireworks'). Before the first
 byte of a response an error is an HTTP status; after it (mid-stream) the same body is sent
 in-band as an SSE frame by the streaming layer.
+
+A message never echoes more than a short prefix of what was sent: whoever quotes the request
+quotes it through :func:`clip`, and every message (and ``param``) is cut at a bound whatever
+its maker did, so no request can make its error body big.
 """
 
 from __future__ import annotations
@@ -29,8 +34,22 @@ __all__ = [
     "InvalidRequest",
     "MethodNotAllowed",
     "NotFound",
+    "RequestTooLarge",
+    "clip",
     "envelope",
 ]
+
+ECHO = 200  # characters of the request a message may quote (see clip)
+MAX_MESSAGE = 2000  # characters: longer messages are cut (a backstop; makers clip what they quote)
+MAX_PARAM = 256
+
+
+def clip(text: str, limit: int = ECHO) -> str:
+    """``text`` as an error message may quote it: whole when short, else its first ``limit``
+    characters and how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 class APIError(Exception):
@@ -47,9 +66,10 @@ class APIError(Exception):
         code: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        message = message if len(message) <= MAX_MESSAGE else clip(message, MAX_MESSAGE)
         super().__init__(message)
         self.message = message
-        self.param = param
+        self.param = param if param is None or len(param) <= MAX_PARAM else param[:MAX_PARAM] + "…"
         self.code = code
         self.headers = headers or {}
 
@@ -64,7 +84,13 @@ class APIError(Exception):
 
 ErrorStyle = Literal["openai", "vllm", "fireworks"]
 
-_VLLM_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 405: "MethodNotAllowed"}
+_VLLM_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    405: "MethodNotAllowed",
+    413: "RequestTooLargeError",
+}
 
 
 class InvalidRequest(APIError):
@@ -73,11 +99,17 @@ class InvalidRequest(APIError):
 
 
 class ContextLengthExceeded(InvalidRequest):
-    def __init__(self, context_window: int, prompt_tokens: int, completion_tokens: int, param: str) -> None:
+    """``at_least``: the prompt was refused by its size before it was tokenized, so its count is
+    a lower bound (every token stands for at most so many bytes)."""
+
+    def __init__(
+        self, context_window: int, prompt_tokens: int, completion_tokens: int, param: str, at_least: bool = False
+    ) -> None:
         where = "in the messages" if param == "messages" else "in your prompt"
+        bound = "at least " if at_least else ""
         super().__init__(
             f"This model's maximum context length is {context_window} tokens. However, you requested "
-            f"{prompt_tokens + completion_tokens} tokens ({prompt_tokens} {where}, {completion_tokens} "
+            f"{bound}{prompt_tokens + completion_tokens} tokens ({bound}{prompt_tokens} {where}, {completion_tokens} "
             f"in the completion). Please reduce the length of the "
             f"{'messages' if param == 'messages' else 'prompt'} or completion.",
             param=param,
@@ -98,6 +130,20 @@ class NotFound(APIError):
 class MethodNotAllowed(APIError):
     status = 405
     type = "invalid_request_error"
+
+
+class RequestTooLarge(APIError):
+    """A body over the server's limit, refused before it is read whole."""
+
+    status = 413
+    type = "invalid_request_error"
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        told = f"{size} bytes, over" if size is not None else "it passed"
+        super().__init__(
+            f"The request body is too large: {told} this server's limit of {limit} bytes (--max-body-bytes).",
+            code="request_too_large",
+        )
 
 
 class InternalError(APIError):

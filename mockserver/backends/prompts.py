@@ -4,20 +4,41 @@ many tokens it may still produce, and the echoed prompt text.
 Shared by the reference backend and the torch-free scripted answers, so both render chats,
 count usage, check context windows and cut at ``max_tokens`` exactly alike. Everything here
 raises its 400s (bad token ids, a lone surrogate, context overflow) before any event.
+
+Work in proportion to the prompt comes after the cheap checks: no token stands for more than
+:func:`longest_token` bytes, so a prompt's UTF-8 length gives a lower bound of its tokens, and
+a prompt that cannot fit the window whatever its tokens is refused (``context_length_exceeded``,
+"at least N tokens") before anything is tokenized. What fits is tokenized; a long text off the
+event loop (:func:`prepare_off_loop`, for callers on the loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
-from mockserver.gpt.tokenizer import NotUnicode, Tokenizer
+from mockserver.gpt.tokenizer import SPECIAL_TOKENS, NotUnicode, Tokenizer
 from mockserver.spine.events import TextDelta, Token
 from mockserver.spine.request import GenerationRequest, Prompt
 from mockserver.spine.stopping import TextAssembler
 
-__all__ = ["Prepared", "TokenMaker", "echo", "plain_token", "prepare"]
+__all__ = [
+    "LARGE",
+    "Prepared",
+    "TokenMaker",
+    "echo",
+    "fewest_tokens",
+    "heavy",
+    "longest_token",
+    "plain_token",
+    "prepare",
+    "prepare_off_loop",
+]
+
+LARGE = 64 * 1024  # characters to tokenize: a request with more is prepared off the event loop
 
 # A token's id and position → (its released text → the Token): how each token is reported.
 TokenMaker = Callable[[int, int], Callable[[str], Token]]
@@ -34,9 +55,14 @@ class Prepared:
 
 
 def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:
-    """Every prompt of ``request``; all are checked before any is used. ``decided``: its
-    answers are decided (whatever ``request.answers`` says), so a reasoning model does not think."""
+    """Every prompt of ``request``; all are checked before any is used (first by their size,
+    before any is tokenized). ``decided``: its answers are decided (whatever ``request.answers``
+    says), so a reasoning model does not think."""
     param = "messages" if request.endpoint == "chat" else "prompt"
+    if heavy(request):  # much to tokenize: first what no tokenizing can make fit
+        longest = longest_token(tok)
+        for prompt in request.prompts:
+            _refuse_early(request, *_at_least(request, prompt, longest), param)
     thinks = request.think > 0 and not decided and not request.answers
     encoded = [_encode(request, prompt, tok, param, thinks) for prompt in request.prompts]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
@@ -78,16 +104,87 @@ def _tokens(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: s
     return ids[-keep:] if keep is not None else ids
 
 
-def _budget(request: GenerationRequest, prompt_len: int, param: str) -> int:
+async def prepare_off_loop(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:
+    """:func:`prepare` for a caller on the event loop: in a thread when there is much to
+    tokenize (the tokenizer lets go of the GIL on long texts), so other requests go on."""
+    if heavy(request):
+        return await asyncio.to_thread(prepare, request, tok, decided)
+    return prepare(request, tok, decided)
+
+
+def heavy(request: GenerationRequest) -> bool:
+    """Has ``request`` more than :data:`LARGE` characters (or token ids) to read?"""
+    total = 0
+    for prompt in request.prompts:
+        total += len(prompt.text or "") + len(prompt.suffix or "") + len(prompt.token_ids or ())
+        total += sum(len(m.content) for m in prompt.messages or ())
+        if total > LARGE:
+            return True
+    return False
+
+
+@cache
+def longest_token(tok: Tokenizer) -> int:
+    """The most bytes one token stands for: a special token's text (``<|im_end|>``, written in
+    a prompt) is one token too."""
+    most = max(len(tok.token_bytes(i)) for i in range(tok.vocab_size))
+    return max(most, *(len(name.encode()) for name in SPECIAL_TOKENS))
+
+
+def fewest_tokens(text: str, longest: int) -> int:
+    """The fewest tokens ``text`` can take: its UTF-8 bytes over the longest token's."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return -(-size // longest)
+
+
+def _at_least(request: GenerationRequest, prompt: Prompt, longest: int) -> tuple[int, bool]:
+    """What ``prompt`` costs (its tokens and images) at least, without tokenizing it; and
+    whether that is exactly its cost (token ids are counted, text is bounded)."""
+    exact = prompt.messages is None and prompt.token_ids is not None and prompt.suffix is None
+    if prompt.messages is not None:
+        # Each turn: <|im_start|>, "role\ncontent", <|im_end|>, "\n"; then the assistant's opening.
+        tokens = sum(3 + fewest_tokens(m.content, longest) for m in prompt.messages) + 1
+    elif prompt.token_ids is not None:
+        tokens = len(prompt.token_ids)
+    else:
+        tokens = fewest_tokens(prompt.text or "", longest)
+    if prompt.suffix is not None:
+        tokens += fewest_tokens(prompt.suffix, longest) + 1
+    keep = request.sampling.keep_prompt_tokens
+    if keep is not None:
+        tokens = min(tokens, keep)
+    return tokens + prompt.image_tokens + sum(m.image_tokens for m in prompt.messages or ()), exact
+
+
+def _refuse_early(request: GenerationRequest, at_least: int, exact: bool, param: str) -> None:
+    """The context overflow of a prompt of ``at_least`` tokens: refusal grows with the prompt
+    (see :func:`_overflow`), so if that many do not fit, its real tokens do not either."""
+    completion = _overflow(request, at_least)
+    if completion is not None:
+        raise ContextLengthExceeded(request.context_window, at_least, completion, param, at_least=not exact)
+
+
+def _overflow(request: GenerationRequest, prompt_len: int) -> int | None:
+    """The completion tokens the refusal of a ``prompt_len``-token prompt reports, or None
+    when it fits. A longer prompt never fits where a shorter one does not."""
     window = request.context_window
     params = request.sampling
     wanted = params.max_tokens
     if wanted is None or (params.truncate and prompt_len < window):  # fill what is left
-        if prompt_len >= window:
-            raise ContextLengthExceeded(window, prompt_len, 1, param)
-        return window - prompt_len if wanted is None else min(wanted, window - prompt_len)
-    if prompt_len + wanted > window:
-        raise ContextLengthExceeded(window, prompt_len, wanted, param)
+        return 1 if prompt_len >= window else None
+    return wanted if prompt_len + wanted > window else None
+
+
+def _budget(request: GenerationRequest, prompt_len: int, param: str) -> int:
+    completion = _overflow(request, prompt_len)
+    if completion is not None:
+        raise ContextLengthExceeded(request.context_window, prompt_len, completion, param)
+    window = request.context_window
+    wanted = request.sampling.max_tokens
+    if wanted is None:
+        return window - prompt_len
+    if request.sampling.truncate and prompt_len < window:
+        return min(wanted, window - prompt_len)
     return wanted
 
 

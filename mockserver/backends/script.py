@@ -6,11 +6,13 @@ the shipped tokenizer and released token by token exactly as the reference backe
 decided answer (:mod:`mockserver.backends.recital`): the same chunks, ``usage``, ``max_tokens``
 cut and stop strings — and no torch. Only a request that asks for scores (``logprobs``, a
 scored ``echo``, ``prompt_logprobs``) hands its decided answer to the model, which scores it
-token by token (teacher forcing) and is loaded for that on first use.
+token by token (teacher forcing) and is loaded for that on first use. A request with a long
+prompt is played in a thread (its size checked first: see :mod:`mockserver.backends.prompts`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -61,7 +63,13 @@ class ScriptBackend:
             async for event in self._scorer().generate(director.scripted(request, answer)):
                 yield event
             return
-        for event in play(request, self._tokenizer(), director.scripted_answers(request, answer)):
+        answers = director.scripted_answers(request, answer)
+        if prompts.heavy(request):  # much to tokenize: in a thread, so other requests go on meanwhile
+            events = await asyncio.to_thread(lambda: list(play(request, self._tokenizer(), answers)))
+            for event in events:
+                yield event
+            return
+        for event in play(request, self._tokenizer(), answers):
             yield event
 
 

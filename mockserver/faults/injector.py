@@ -22,7 +22,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mockserver.context import ServerContext
-from mockserver.errors import APIError, ErrorStyle, InvalidRequest
+from mockserver.errors import APIError, ErrorStyle, InvalidRequest, RequestTooLarge
 from mockserver.faults import catalogue
 from mockserver.faults.catalogue import Fault, FaultError
 from mockserver.faults.http import StatusError, http_error, retry_headers
@@ -52,13 +52,22 @@ class FaultInjector:
             return
         chaos = self.ctx.chaos
         started = time.perf_counter()
-        # GET and HEAD carry no body: nothing to buffer, journal or decide on.
-        raw, receive = (b"", receive) if scope["method"] in ("GET", "HEAD") else await buffered(receive)
+        read = scope.get(BODY_KEY)  # read and parsed at the edge (BodyLimits), when it ran
+        if read is not None:
+            raw, body = read
+        elif scope["method"] in ("GET", "HEAD"):  # no body: nothing to buffer, journal or decide on
+            raw, body = b"", None
+        else:
+            try:
+                raw, receive = await buffered(receive, self.ctx.limits.body_bytes)
+            except RequestTooLarge as exc:
+                await _answer(send, exc, self._style(scope))
+                return
+            body = parse_lenient(raw)
         wanted: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:  # one pass; a dict of every header costs more
             if key in _WANTED:
                 wanted[key] = value
-        body = parse_lenient(raw)
         fields = body if isinstance(body, dict) else {}
         session = wanted.get(h.SESSION, b"").decode("latin-1") or None
         retry_attempt = _int(wanted.get(h.RETRY_COUNT))
@@ -70,6 +79,7 @@ class FaultInjector:
             session=session,
             retry_attempt=retry_attempt,
             body=body,
+            raw=raw,
         )
         applied: list[Fault] = []
         scope[BODY_KEY] = (raw, body)
@@ -233,6 +243,6 @@ class _Recorder:
             raise
 
 
-async def _answer(send: _Recorder, error: APIError, style: Any) -> None:
-    body = json.dumps(error.body(style), separators=(",", ":")).encode()
+async def _answer(send: Send, error: APIError, style: Any) -> None:
+    body = json.dumps(error.body(style), separators=(",", ":"), allow_nan=False).encode()
     await send_bytes(send, error.status, body, "application/json", error.headers)

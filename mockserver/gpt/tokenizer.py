@@ -30,6 +30,7 @@ SPECIAL_TOKENS = (EOS, IM_START, IM_END)  # ids 0, 1, 2 in this order
 
 CACHED_TEXTS = 4096  # texts whose ids are remembered
 CACHED_LENGTH = 2048  # characters: longer texts are encoded every time
+RELEASED_LENGTH = 8192  # characters: longer texts are encoded with the GIL released
 
 # Roles as the template names them: OpenAI's "developer" is the newer name for "system".
 _ROLE_NAMES = {"developer": "system"}
@@ -114,6 +115,11 @@ class Tokenizer:
 
     def _encode(self, text: str) -> tuple[int, ...]:
         try:
+            if len(text) > RELEASED_LENGTH:
+                # The same ids; but HF's encode_batch lets go of the GIL while it works (encode
+                # holds it throughout), so a thread encoding a long prompt leaves the event loop
+                # running (an 8 KiB text takes ~8 ms, a megabyte a second).
+                return tuple(self._hf.encode_batch([text], add_special_tokens=False)[0].ids)
             return tuple(self._hf.encode(text, add_special_tokens=False).ids)
         except TypeError:  # what the Rust side raises for a str it cannot turn into UTF-8
             raise NotUnicode("it is not valid Unicode (a lone surrogate escape such as \\ud800)") from None

@@ -60,16 +60,19 @@ Frame = dict[str, Any] | Encodable | bytes
 def dumps(obj: Any) -> bytes:
     """Compact JSON, UTF-8 kept as is (stable bytes for the same object). A lone surrogate
     (JSON may escape half a pair, ``"\\ud800"``, and a field such as ``model`` or ``metadata``
-    echoes it back) has no UTF-8 form: such an object goes out ``\\u``-escaped instead."""
+    echoes it back) has no UTF-8 form: such an object goes out ``\\u``-escaped instead.
+    Never ``NaN`` or ``Infinity``, which no JSON parser reads: bodies holding them are refused
+    at the wire (:func:`~mockserver.http.body.loads`) and nothing generated is non-finite, so a
+    ValueError here is a bug, answered as one (a 500), never as invalid JSON."""
     text = _COMPACT.encode(obj)
     try:
         return text.encode()
     except UnicodeEncodeError:
-        return json.dumps(obj, separators=(",", ":")).encode()
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
 
 
 # json.dumps with arguments builds an encoder per call: a stream encodes a chunk per token.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 class InjectedError(InternalError):

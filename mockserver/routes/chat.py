@@ -69,6 +69,8 @@ class ChatCodec:
     id_prefix = "chatcmpl-"
 
     def to_generation(self, body: ChatRequest, profile: Profile, options: Options, origin: Origin) -> GenerationRequest:
+        n = body.n or 1
+        params.choices(1, n, body.best_of, options.limits)
         messages = tuple(_message(i, m) for i, m in enumerate(body.messages))
         tools = chat_tools(body.tools, body.functions)
         legacy = _uses_functions(body)
@@ -81,7 +83,6 @@ class ChatCodec:
             max_tokens = body.max_tokens
         else:
             max_tokens = profile.default_max_tokens["chat"]
-        n = body.n or 1
         sampling = params.sampling(
             body,
             profile,

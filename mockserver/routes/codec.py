@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from mockserver.answers.reasoning import DEFAULT_PATTERNS
 from mockserver.http.body import Json
+from mockserver.http.limits import Limits
 from mockserver.http.sse import dumps
 from mockserver.profiles import Endpoint, Models, Profile
 from mockserver.schemas.common import GenerationFields
@@ -33,6 +34,7 @@ class Options:
     vocab_size: int | None = None  # the model's vocabulary (logit_bias, stop_token_ids)
     models: Models = field(default_factory=Models)
     reasoning_models: tuple[str, ...] = DEFAULT_PATTERNS
+    limits: Limits = field(default_factory=Limits)  # choices and list sizes one request may ask for
     # The conversation a stored response continues (Responses' previous_response_id).
     history: Conversation = ()
 

@@ -33,6 +33,11 @@ def _prompts(prompt: str | list[str] | list[int] | list[list[int]], suffix: str 
     return tuple(Prompt(token_ids=tuple(p), suffix=suffix) for p in prompt)  # type: ignore[arg-type]
 
 
+def _count(prompt: str | list[str] | list[int] | list[list[int]]) -> int:
+    """How many prompts: a string or one list of token ids is one."""
+    return len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
+
+
 class CompletionsCodec:
     schema = CompletionRequest
     surface: Surface = "completions"
@@ -46,6 +51,7 @@ class CompletionsCodec:
             raise params.invalid("suffix", "'echo' and 'suffix' cannot be used together.")
         max_tokens = profile.default_max_tokens["completions"] if body.max_tokens is None else body.max_tokens
         n = body.n or 1
+        params.choices(_count(body.prompt), n, body.best_of, options.limits)  # before any prompt is built
         prompts = _prompts(body.prompt, body.suffix)
         if body.images:  # one image list for the request: it goes with the (first) prompt
             prompts = (replace(prompts[0], image_tokens=vision.images_tokens(body.images, "images")), *prompts[1:])

@@ -12,8 +12,10 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mockserver.backends import prompts
 from mockserver.context import ServerContext
-from mockserver.errors import NotFound
+from mockserver.errors import ContextLengthExceeded, NotFound
+from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media import vectors as embeddings
@@ -44,6 +46,7 @@ async def create(request: Request) -> Response:
         ctx.options.models.context_window(body.model, profile)  # 404 for an unlisted id under --reject-unknown-models
     space = embeddings.space(body.model, body.dimensions)
     inputs, single = embeddings.inputs(body.input)
+    _fits(inputs, single)
     check = partial(embeddings.check_tokens, vocab=ctx.options.vocab_size, single=single)
     as_float = body.encoding_format != "base64"
     vectors, tokens = await backend.embed(inputs, space, check, for_json=as_float)
@@ -51,3 +54,15 @@ async def create(request: Request) -> Response:
     if as_float and len(vectors) * space.dimensions > LARGE:  # written off the event loop (see render)
         return Response(await asyncio.to_thread(embeddings.render, answer), media_type="application/json")
     return Response(dumps(answer), media_type="application/json")
+
+
+def _fits(inputs: list[str | list[int]], single: bool) -> None:
+    """Texts too long for an embedding model's context whatever their tokens, refused before
+    they are tokenized (see :func:`~mockserver.backends.prompts.fewest_tokens`)."""
+    longest = prompts.longest_token(Tokenizer.shipped())
+    for i, item in enumerate(inputs):
+        if isinstance(item, str) and len(item) > embeddings.MAX_INPUT_TOKENS:
+            fewest = prompts.fewest_tokens(item, longest)
+            if fewest > embeddings.MAX_INPUT_TOKENS:
+                name = "input" if single else f"input[{i}]"
+                raise ContextLengthExceeded(embeddings.MAX_INPUT_TOKENS, fewest, 0, name, at_least=True)

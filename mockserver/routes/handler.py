@@ -163,6 +163,7 @@ async def _read(
     codec = family.codec
     profile = ctx.profile_of(request.scope)
     data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
+    params.check_sizes(data, ctx.options.limits)  # before the schema's work grows with them
     body = validated(codec.schema, data)
     stream = bool(getattr(body, "stream", False))
     stream_options: StreamOptions | None = getattr(body, "stream_options", None)

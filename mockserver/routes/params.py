@@ -10,6 +10,11 @@ Two steps, both shared by every generation endpoint:
   with the profile's defaults, after checking what a schema cannot: the profile's upper
   bounds, ``logit_bias`` and ``stop_token_ids`` against the model's vocabulary, and the
   rules that tie two fields together.
+
+And the server's :class:`~mockserver.http.limits.Limits`, before the work they bound:
+:func:`check_sizes` on the raw object (lists, prompts) before the schema reads it, and
+:func:`choices` (prompts × ``n`` or ``best_of``) before any prompt is built. A message quotes
+at most a short prefix of what was sent (:func:`~mockserver.errors.clip`).
 """
 
 from __future__ import annotations
@@ -17,15 +22,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mockserver.errors import InvalidRequest
+from mockserver.errors import InvalidRequest, clip
 from mockserver.http.body import Json
+from mockserver.http.limits import Limits
 from mockserver.profiles import Endpoint, Profile
 from mockserver.schemas.common import GenerationFields, stop_tuple
 from mockserver.spine.request import Mirostat, Sampling
 
-__all__ = ["best_of", "check_limits", "invalid", "listed", "prepare", "sampling", "service_tier"]
+__all__ = [
+    "LISTS",
+    "best_of",
+    "check_limits",
+    "check_sizes",
+    "choices",
+    "invalid",
+    "listed",
+    "prepare",
+    "sampling",
+    "service_tier",
+]
 
 LOGIT_BIAS_RANGE = 100.0
+SHOWN = 5  # problems one message names (then "and N more")
+KEY = 40  # characters of a key or value one problem quotes
+# Per-request lists (and maps) no longer than --max-list: each costs work per entry.
+LISTS = ("logit_bias", "stop_token_ids", "tools", "functions", "images")
 
 
 def invalid(param: str, problem: str) -> InvalidRequest:
@@ -65,35 +86,74 @@ def check_limits(body: GenerationFields, profile: Profile) -> None:
 
 
 def _logit_bias(raw: dict[str, Any] | None, vocab: int | None) -> tuple[tuple[int, float], ...]:
-    """Token id → bias in [-100, 100]; every bad key is named in one message."""
+    """Token id → bias in [-100, 100]; the first few bad keys are named in one message."""
     if not raw:
         return ()
     problems: list[str] = []
     bias: dict[int, float] = {}
     for key, value in raw.items():
+        shown = clip(key, KEY)
         try:
             token = int(key)
         except ValueError:
-            problems.append(f"'{key}' is not a token id")
+            problems.append(f"'{shown}' is not a token id")
             continue
         if token < 0 or (vocab is not None and token >= vocab):
-            problems.append(f"'{key}' is outside the vocabulary [0, {vocab})" if vocab else f"'{key}' is negative")
+            problems.append(f"'{shown}' is outside the vocabulary [0, {vocab})" if vocab else f"'{shown}' is negative")
         elif isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"'{key}' has a bias that is not a number")
+            problems.append(f"'{shown}' has a bias that is not a number")
         elif not -LOGIT_BIAS_RANGE <= value <= LOGIT_BIAS_RANGE:
-            problems.append(f"'{key}' has bias {value}, outside [-100, 100]")
+            problems.append(f"'{shown}' has bias {clip(str(value), KEY)}, outside [-100, 100]")
         else:
             bias[token] = float(value)
     if problems:
-        raise invalid("logit_bias", "; ".join(problems) + ".")
+        raise invalid("logit_bias", _listed(problems) + ".")
     return tuple(sorted(bias.items()))
+
+
+def _listed(problems: list[str]) -> str:
+    """The first :data:`SHOWN` problems, and how many more there are."""
+    more = len(problems) - SHOWN
+    return "; ".join(problems[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
 
 
 def _stop_token_ids(ids: list[int] | None, vocab: int | None) -> tuple[int, ...]:
     bad = [t for t in ids or () if t < 0 or (vocab is not None and t >= vocab)]
     if bad:
-        raise invalid("stop_token_ids", f"token ids {bad} are outside the vocabulary [0, {vocab}).")
+        more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
+        shown = ", ".join(clip(str(t), KEY) for t in bad[:SHOWN]) + more
+        raise invalid("stop_token_ids", f"token ids [{shown}] are outside the vocabulary [0, {vocab}).")
     return tuple(ids or ())
+
+
+def check_sizes(data: Json, limits: Limits) -> None:
+    """The raw body against ``limits``, before the schema reads it: no per-request list
+    (:data:`LISTS`) longer than ``list_entries``, no more prompts than ``choices``."""
+    for name in LISTS:
+        value = data.get(name)
+        if isinstance(value, dict | list) and len(value) > limits.list_entries:
+            raise invalid(
+                name,
+                f"{len(value)} entries, over this server's limit of {limits.list_entries} per list (--max-list).",
+            )
+    prompt = data.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):  # a list of prompts
+        choices(len(prompt), 1, None, limits)
+
+
+def choices(prompts: int, n: int, best_of: int | None, limits: Limits) -> None:
+    """Choices one request generates: ``prompts`` × ``n`` (``best_of`` candidates, when more),
+    at most ``limits.choices``; the 400 names the field that makes them too many."""
+    each = max(n, best_of or 0)
+    made = prompts * each
+    if made <= limits.choices:
+        return
+    limit = f"over this server's limit of {limits.choices} choices per request (--max-choices)"
+    if prompts > limits.choices or each == 1:
+        raise invalid("prompt", f"{prompts} prompts, each answered at least once, are {limit}.")
+    name = "best_of" if best_of is not None and best_of > n else "n"
+    per = f"{prompts} prompts × {name}={each}" if prompts > 1 else f"{name}={each}"
+    raise invalid(name, f"{per} make {made} choices, {limit}.")
 
 
 # Limits of float32 arithmetic, found by fuzzing: a temperature of 1e-300 or a repetition

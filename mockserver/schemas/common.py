@@ -6,7 +6,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mockserver.errors import InvalidRequest
+from mockserver.errors import ECHO, InvalidRequest, clip
 
 __all__ = ["MAX_STOP", "GenerationFields", "StreamOptions", "WireModel", "invalid_request", "stop_tuple", "validated"]
 
@@ -80,6 +80,7 @@ def _param(loc: tuple[int | str, ...]) -> str | None:
         if isinstance(part, int):
             path += f"[{part}]"
         elif part.isidentifier() and part not in _TAGS and not part[:1].isupper():
+            part = clip(part, 40)  # a key of the body (metadata's) is the sender's text
             path += f".{part}" if path else part
     return path or None
 
@@ -107,4 +108,5 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
     message = str(error["msg"])
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    return InvalidRequest(f"Invalid value for '{param}': {message}.", param=param)
+    # pydantic may quote the input (a union's unknown tag): a short prefix of it at most.
+    return InvalidRequest(f"Invalid value for '{param}': {clip(message, 2 * ECHO)}.", param=param)

@@ -216,7 +216,7 @@ async def input_tokens(request: Request) -> Response:
     turns = codec.messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
     window = ctx.options.models.context_window(body.model, profile)
     gen = GenerationRequest("chat", body.model, (Prompt(messages=turns),), 1, _COUNT, 0, window)
-    counted = sum(p.size for p in prompts.prepare(gen, Tokenizer.shipped()))
+    counted = sum(p.size for p in await prompts.prepare_off_loop(gen, Tokenizer.shipped()))
     return _json({"object": "response.input_tokens", "input_tokens": counted})
 
 
