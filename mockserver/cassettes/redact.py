@@ -1,33 +1,52 @@
 """Secrets never land in a cassette: redaction on write and on load, and a scan for CI.
 
 A recording proxies real traffic, so the caller's ``Authorization`` header, an API key
-pasted into a prompt or a ``?api_key=`` query parameter would otherwise be written to a
-file that gets committed. Three layers keep them out:
+pasted into a prompt, a token a provider echoes back or a ``?api_key=`` query parameter would
+otherwise be written to a file that gets committed. Three layers keep them out:
 
-* **headers** named in :data:`SENSITIVE_HEADERS` keep their name (the cassette still shows
-  that one was sent) and lose their value;
-* **values** that look like credentials wherever they appear — ``sk-…`` keys (OpenAI,
-  Anthropic, OpenRouter), bearer tokens, Fireworks ``fw_…`` and Google ``AIza…`` keys and
-  credential-named query parameters — are cut down to their prefix and ``REDACTED``;
+* **header names**: a header in :data:`SENSITIVE_HEADERS`, or whose name looks like a
+  credential's (it contains ``token``, ``secret``, ``password``/``passwd``, ``api-key``,
+  ``auth``, ``session``, ``cookie``, ``credential``… — ``X-Custom-Token``,
+  ``X-Amz-Security-Token``; see :func:`sensitive_header`), keeps its name (the cassette still
+  shows that one was sent) and loses its value. Query parameters and form fields with such a
+  name lose their value too (:func:`secret_parameter`).
+* **value patterns**, wherever a value appears (headers, URIs, query strings, request and
+  response bodies — JSON, form or text — and so every echo of a request): OpenAI and
+  Anthropic ``sk-…`` keys, bearer tokens, JWTs, AWS access key ids and (next to a
+  ``secret``/``aws`` name) secret access keys, GitHub, Slack (tokens and webhook URLs),
+  Google, Stripe and Fireworks keys, URL passwords (``scheme://user:password@host`` keeps
+  ``user``), PEM private keys and credential-named query parameters. Each is cut down to a
+  prefix that tells a reader what was there, then ``REDACTED``. Form-encoded values and query
+  values are also checked once percent-decoded. More patterns: :func:`add_pattern`
+  (``mockserver cassettes check --pattern REGEX`` on the command line).
 * :func:`scan` reads files as text (and as YAML when they parse, so a value the dumper
-  folded across lines is still seen) and reports every credential still present, with
-  file and line; ``mockserver cassettes check DIR`` fails CI on any finding.
+  folded across lines, escaped or stored as ``!!binary`` is still seen) and reports every
+  credential still present, with file and line; ``mockserver cassettes check DIR`` fails CI on
+  any finding. A finding is exactly what redaction would change, so a cassette written by
+  anyone (vcrpy included) that checks clean loads unchanged, and every cassette mockserver
+  writes checks clean.
 
-The patterns skip values that already read ``REDACTED``, so redaction is idempotent and a
-redacted cassette scans clean. This module depends on nothing else in mockserver.
+Redaction is idempotent: a match that touches a ``REDACTED`` already there is left alone, so
+redacting twice changes nothing and what redaction leaves scans clean. Bytes that are not
+UTF-8 are carried through unchanged. This module depends on nothing else in mockserver.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import gzip
+import io
 import os
 import re
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+from urllib.parse import quote_plus, unquote_plus
 
 import yaml
 
@@ -35,7 +54,10 @@ __all__ = [
     "REDACTED",
     "SENSITIVE_HEADERS",
     "Finding",
+    "add_pattern",
+    "added_patterns",
     "check",
+    "clear_patterns",
     "find_secrets",
     "redact_bytes",
     "redact_headers",
@@ -43,12 +65,14 @@ __all__ = [
     "redact_uri",
     "scan",
     "secret_parameter",
+    "sensitive_header",
 ]
 
 REDACTED = "REDACTED"
 
-# Lower-case names. openai-organization/-project identify the account and come back in
-# responses too; cookies carry sessions.
+# Lower-case names, redacted whatever their value. openai-organization/-project identify the
+# account and come back in responses too; cookies carry sessions. Names that merely look like
+# a credential's are caught by :func:`sensitive_header`.
 SENSITIVE_HEADERS = frozenset(
     {
         "authorization",
@@ -63,67 +87,310 @@ SENSITIVE_HEADERS = frozenset(
     }
 )
 
-_QUERY_NAMES = r"(?i:api[_-]?key|key|access[_-]?token|token|client[_-]?secret|secret|password)"
-
-# (kind, literal every match contains, pattern). Group 1 is the part that stays (a prefix
-# that tells a reader what was there); the rest becomes REDACTED. Bearer tokens must contain
-# a digit and be 16+ long so prose such as "Bearer authentication" is left alone; the query
-# pattern needs a ``?``/``&`` so code samples like ``api_key=os.environ[...]`` in a recorded
-# answer are not flagged. The literal is tested first: a pattern that opens with a
-# lookbehind gets no prefix scan from ``re`` and costs ~10 µs per 300 bytes otherwise.
-_PATTERNS: tuple[tuple[str, str, str], ...] = (
-    ("sk- key", "sk-", r"(?<![A-Za-z0-9_-])(sk-)(?!REDACTED)[A-Za-z0-9_-]{20,}"),
-    ("bearer token", "", r"((?i:bearer)\s+)(?!REDACTED)(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{16,}"),
-    ("fireworks key", "fw_", r"(?<![A-Za-z0-9_])(fw_)(?!REDACTED)[A-Za-z0-9]{20,}"),
-    ("google api key", "AIza", r"(?<![A-Za-z0-9_])(AIza)(?!REDACTED)[0-9A-Za-z_-]{35}"),
-    ("secret query parameter", "=", r"([?&]" + _QUERY_NAMES + r"=)(?!REDACTED)[^&#\s\"'<>\\]{6,}"),
+# The words that make a header, query parameter or form field name a credential's. Not
+# ``tokens`` (``x-ratelimit-remaining-tokens``, ``max_tokens``), ``tokenizer``, pagination
+# cursors (``page_token``, ``nextToken``), ``author`` or ``www-authenticate`` (a challenge).
+_CREDENTIAL_WORDS = (
+    r"(?<!page)(?<!page[_-])(?<!next)(?<!next[_-])(?<!continuation)(?<!continuation[_-])token(?!s|iz)"
+    r"|secret|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|subscription[_-]?key"
+    r"|auth(?!or(?!i)|enticat)|session|cookie|credential|signature"
 )
-_TEXT = tuple((kind, literal, re.compile(p)) for kind, literal, p in _PATTERNS)
-_BYTES = tuple((literal.encode(), re.compile(p.encode())) for _, literal, p in _PATTERNS)
-# In a URI every credential-named parameter goes, however short its value.
-_URI_QUERY = re.compile(r"([?&]" + _QUERY_NAMES + r"=)(?!REDACTED(?:[&#]|$))[^&#]+")
-_QUERY_NAME = re.compile(_QUERY_NAMES)
+_CREDENTIAL_HEADER = re.compile(rf"(?i:{_CREDENTIAL_WORDS})")
+# Response headers whose names contain such a word but hold no secret, and replay as recorded.
+_NOT_CREDENTIAL_HEADER = re.compile(r"(?i)^access-control-|rate-?limit")
+# Query parameter / form field names: any name holding a credential word, or a bare key/sig.
+_PARAMETER_NAME = rf"(?i:[A-Za-z0-9_.-]*?(?:{_CREDENTIAL_WORDS})[A-Za-z0-9_.-]*|key|sig)"
+_PARAMETER = re.compile(_PARAMETER_NAME)
+
+
+def sensitive_header(name: str) -> bool:
+    """Is ``name`` a header whose value :func:`redact_headers` removes whole?"""
+    lowered = name.lower()
+    if lowered in SENSITIVE_HEADERS:
+        return True
+    return _CREDENTIAL_HEADER.search(lowered) is not None and _NOT_CREDENTIAL_HEADER.search(lowered) is None
 
 
 def secret_parameter(name: str) -> bool:
-    """Is query parameter ``name`` one whose value :func:`redact_uri` removes?"""
-    return _QUERY_NAME.fullmatch(name) is not None
+    """Is query parameter (or form field) ``name`` one whose value :func:`redact_uri` removes?"""
+    return _PARAMETER.fullmatch(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One value pattern. The text up to the end of group 1 (when the pattern has one) is
+    kept — a prefix telling a reader what was there — and the rest of the match becomes
+    ``REDACTED``. ``literals``: one of them is in every match (tested before the regex, which
+    gets no prefix scan from ``re`` when it opens with a lookbehind); empty: always tried."""
+
+    kind: str
+    literals: tuple[str, ...]
+    regex: re.Pattern[str]
+    blits: tuple[bytes, ...]
+
+    @classmethod
+    def of(cls, kind: str, literals: tuple[str, ...], regex: re.Pattern[str]) -> _Rule:
+        return cls(kind, literals, regex, tuple(literal.encode() for literal in literals))
+
+    def tried_on(self, text: str) -> bool:
+        return not self.literals or any(literal in text for literal in self.literals)
+
+    def tried_on_bytes(self, data: bytes) -> bool:
+        return not self.blits or any(literal in data for literal in self.blits)
+
+    def spans(self, text: str) -> Iterator[tuple[int, int, re.Match[str]]]:
+        """(start, end, match) of each secret part, skipping those already redacted."""
+        grouped = self.regex.groups > 0
+        for match in self.regex.finditer(text):
+            start = match.end(1) if grouped and match.start(1) >= 0 else match.start()
+            end = match.end()
+            if start < end and not _touches_marker(text, start, end):
+                yield start, end, match
+
+
+def _touches_marker(text: str, start: int, end: int) -> bool:
+    """Does ``text[start:end]`` overlap a ``REDACTED`` already there?"""
+    at = text.find(REDACTED, max(0, start - len(REDACTED) + 1), end + len(REDACTED) - 1)
+    return 0 <= at < end
+
+
+_A = re.ASCII
+_SEP = r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?"  # name and value: JSON, YAML, env, query
+_PEM_BODY = r"(?:(?!-----END)(?:[A-Za-z0-9+/=\s:,.-]|\\[rnt]))+"
+_BUILTIN: tuple[_Rule, ...] = tuple(
+    _Rule.of(kind, literals, re.compile(pattern, flags))
+    for kind, literals, pattern, flags in (
+        # Multi-line first: its body would otherwise be cut up by the patterns below.
+        (
+            "private key",
+            ("PRIVATE KEY",),
+            r"(-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----)(?!(?:\\[rn]|\s)*REDACTED)" + _PEM_BODY,
+            _A,
+        ),
+        (
+            "URL password",
+            ("://", ":\\/\\/"),
+            r"([A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/?#@\"'<>\\]*:)(?!REDACTED@)[^\s/?#@\"'<>\\]+(?=@)",
+            _A,
+        ),
+        # OpenAI (sk-…, sk-proj-…), Anthropic (sk-ant-…), OpenRouter.
+        ("sk- key", ("sk-",), r"(?<![A-Za-z0-9_-])(sk-)(?!REDACTED)[A-Za-z0-9_-]{20,}", _A),
+        # A digit and 16+ characters, so prose such as "Bearer authentication" is left alone.
+        (
+            "bearer token",
+            ("bearer", "Bearer", "BEARER"),
+            r"((?i:bearer)\s+)(?!REDACTED)(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{16,}",
+            _A,
+        ),
+        ("JWT", ("eyJ",), r"(?<![A-Za-z0-9_-])(eyJ)(?!REDACTED)[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*", _A),
+        (
+            "AWS access key id",
+            ("AKIA", "ASIA", "ABIA", "ACCA"),
+            r"(?<![A-Za-z0-9])(A(?:KIA|SIA|BIA|CCA))(?!REDACTED)[A-Z0-9]{16}(?![A-Za-z0-9])",
+            _A,
+        ),
+        # 40 base64 characters are only a secret next to a name that says so
+        # (aws_secret_access_key, AWS_SECRET_ACCESS_KEY, SecretAccessKey, x-aws-secret…).
+        (
+            "AWS secret access key",
+            ("secret", "Secret", "SECRET", "aws", "Aws", "AWS"),
+            r"((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?i:secret|aws)[A-Za-z0-9_.-]*" + _SEP + r")"
+            r"(?!REDACTED)(?:[A-Za-z0-9/+]|%2[BbFf]){40}(?![A-Za-z0-9/+%=])",
+            _A,
+        ),
+        (
+            "GitHub token",
+            ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+            r"(?<![A-Za-z0-9_])(gh[pousr]_|github_pat_)(?!REDACTED)[A-Za-z0-9_]{20,}",
+            _A,
+        ),
+        ("Slack token", ("xox",), r"(?<![A-Za-z0-9_-])(xox[abeoprs]-)(?!REDACTED)[A-Za-z0-9-]{10,}", _A),
+        (
+            "Slack webhook",
+            ("hooks.slack.com",),
+            r"(hooks\.slack\.com\\?/(?:services|workflows|triggers)\\?/)(?!REDACTED)(?:[A-Za-z0-9_-]|\\?/){8,}",
+            _A,
+        ),
+        ("Google API key", ("AIza",), r"(?<![A-Za-z0-9_])(AIza)(?!REDACTED)[0-9A-Za-z_-]{35}", _A),
+        ("Google OAuth token", ("ya29.",), r"(?<![A-Za-z0-9_])(ya29\.)(?!REDACTED)[0-9A-Za-z_-]{20,}", _A),
+        (
+            "Stripe key",
+            ("_live_", "_test_", "whsec_"),
+            r"(?<![A-Za-z0-9_])((?:sk|rk)_(?:live|test)_|pk_live_|whsec_)(?!REDACTED)[A-Za-z0-9]{16,}",
+            _A,
+        ),
+        ("fireworks key", ("fw_",), r"(?<![A-Za-z0-9_])(fw_)(?!REDACTED)[A-Za-z0-9]{20,}", _A),
+        # Needs a ``?``/``&`` and 6+ characters, so code such as ``api_key=os.environ[...]`` in a
+        # recorded answer is left alone (a whole form body and a URI's query go by name alone).
+        (
+            "secret query parameter",
+            ("=",),
+            r"([?&]" + _PARAMETER_NAME + r"=)(?!REDACTED)[^&#\s\"'<>\\]{6,}",
+            _A,
+        ),
+    )
+)
+_custom: tuple[_Rule, ...] = ()
+
+
+def add_pattern(regex: str | re.Pattern[str], kind: str = "custom pattern") -> None:
+    """Redact (and :func:`scan` for) what ``regex`` matches too, from now on in this process.
+
+    The whole match becomes ``REDACTED`` — unless the pattern has a capturing group: then the
+    text up to the end of group 1 is kept, as the built-in patterns keep ``sk-`` or
+    ``aws_secret_access_key=``. A match touching a ``REDACTED`` already there is skipped, so
+    redaction stays idempotent whatever the pattern. ``ValueError`` for a regex that does not
+    compile or matches the empty string.
+    """
+    global _custom
+    try:
+        compiled = re.compile(regex) if isinstance(regex, str) else regex
+    except re.error as exc:
+        raise ValueError(f"invalid pattern {regex!r}: {exc}") from None
+    if compiled.search("") is not None:
+        raise ValueError(f"pattern {compiled.pattern!r} matches the empty string")
+    _custom = (*_custom, _Rule.of(kind, (), compiled))
+
+
+def clear_patterns() -> None:
+    """Forget every pattern :func:`add_pattern` added."""
+    global _custom
+    _custom = ()
+
+
+@contextmanager
+def added_patterns(*regexes: str | re.Pattern[str], kind: str = "custom pattern") -> Iterator[None]:
+    """:func:`add_pattern` for each of ``regexes`` inside the block only (a test, one run of
+    ``cassettes check``); the patterns added before it are kept."""
+    global _custom
+    before = _custom
+    try:
+        for regex in regexes:
+            add_pattern(regex, kind)
+        yield
+    finally:
+        _custom = before
+
+
+def _rules() -> tuple[_Rule, ...]:
+    return _BUILTIN + _custom
+
+
+def _replace(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
+    """``text`` with each (start, end, replacement) applied; spans are in order, disjoint."""
+    parts: list[str] = []
+    last = 0
+    for start, end, replacement in spans:
+        parts.append(text[last:start])
+        parts.append(replacement)
+        last = end
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def redact_text(text: str) -> str:
     """``text`` with every credential-looking value replaced by its prefix + ``REDACTED``."""
-    for _, literal, pattern in _TEXT:
-        if literal in text:
-            text = pattern.sub(r"\g<1>" + REDACTED, text)
+    for rule in _rules():
+        if rule.tried_on(text):
+            text = _replace(text, ((start, end, REDACTED) for start, end, _ in rule.spans(text)))
     return text
 
 
+def find_secrets(text: str) -> Iterator[tuple[str, re.Match[str]]]:
+    """Every credential-looking value in ``text``, as (kind, match) — what :func:`redact_text`
+    removes: a match inside one an earlier pattern already covers (the JWT of a bearer
+    token) is not reported again."""
+    taken: list[tuple[int, int]] = []
+    for rule in _rules():
+        if rule.tried_on(text):
+            for start, end, match in rule.spans(text):
+                if not any(start < last and first < end for first, last in taken):
+                    taken.append((start, end))
+                    yield rule.kind, match
+
+
+# A body that is form-encoded through and through (``a=1&b=2``), no whitespace anywhere.
+_FORM = re.compile(r"[^=&\s]+=[^&\s]*(?:&[^=&\s]*=[^&\s]*)*&?")
+
+
+def _pairs(query: str) -> Iterator[tuple[int, int, str, str | None]]:
+    """(start, end, replacement, kind) for the ``name=value`` pairs to redact: a
+    credential-named one loses its value (kind None: the caller names it); an encoded value is
+    decoded, and re-encoded redacted if it held a credential (kind: the first one's)."""
+    position = 0
+    for pair in query.split("&"):
+        name, eq, value = pair.partition("=")
+        start, end = position + len(name) + 1, position + len(pair)
+        position += len(pair) + 1
+        if not eq or not value or _touches_marker(query, start, end):
+            continue
+        if secret_parameter(unquote_plus(name)):
+            yield start, end, REDACTED, None
+        elif "%" in value or "+" in value:
+            decoded = unquote_plus(value)
+            found = next(find_secrets(decoded), None)
+            if found is not None:
+                yield start, end, quote_plus(redact_text(decoded), safe=""), found[0]
+
+
+def _pair_spans(query: str) -> Iterator[tuple[int, int, str]]:
+    return ((start, end, replacement) for start, end, replacement, _ in _pairs(query))
+
+
+def _pair_findings(query: str, kind: str) -> Iterator[tuple[str, str]]:
+    return ((found or kind, query[start:end]) for start, end, _, found in _pairs(query))
+
+
+def _is_form(text: str) -> bool:
+    return "=" in text and _FORM.fullmatch(text) is not None
+
+
+def _redact_body(text: str) -> str:
+    if _is_form(text):
+        text = _replace(text, _pair_spans(text))
+    return redact_text(text)
+
+
 def redact_bytes(data: bytes) -> bytes:
-    """:func:`redact_text` on raw bytes, so bodies that are not UTF-8 are covered too."""
-    for literal, pattern in _BYTES:
-        if literal in data:
-            data = pattern.sub(rb"\g<1>" + REDACTED.encode(), data)
-    return data
+    """A body (request or response, raw bytes) with every credential gone: the patterns of
+    :func:`redact_text`, and for a form-encoded body its credential-named fields. Bytes that
+    are not UTF-8 pass through unchanged."""
+    if not any(rule.tried_on_bytes(data) for rule in _rules()) and b"=" not in data:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    clean = _redact_body(text)
+    return data if clean == text else clean.encode("utf-8", "surrogateescape")
 
 
 def redact_uri(uri: str) -> str:
-    """A URI without credentials: credential-named query values and key-looking values go."""
-    return redact_text(_URI_QUERY.sub(r"\g<1>" + REDACTED, uri))
+    """A URI without credentials: credential-named query values (however short), and
+    key-looking values anywhere (query values percent-decoded too, URL passwords included)."""
+    base, question, rest = uri.partition("?")
+    if question:
+        query, hash_, fragment = rest.partition("#")
+        uri = base + question + _replace(query, _pair_spans(query)) + hash_ + fragment
+    return redact_text(uri)
+
+
+def _redact_header(name: str, value: str) -> str:
+    if sensitive_header(name):
+        return REDACTED
+    # Seen with its name, so ``x-aws-secret-key: <40 characters>`` has its context.
+    prefix = f"{name}: "
+    combined = redact_text(prefix + value)
+    return combined[len(prefix) :] if combined.startswith(prefix) else redact_text(value)
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Sensitive headers keep their name with the value ``REDACTED``; others are scrubbed
-    of key-looking values (a custom header may carry one)."""
-    return tuple(
-        (name, REDACTED if name.lower() in SENSITIVE_HEADERS else redact_text(value)) for name, value in headers
-    )
+    """Headers whose name is a credential's (:func:`sensitive_header`) keep their name with
+    the value ``REDACTED``; others are scrubbed of key-looking values (a custom header may
+    carry one)."""
+    return tuple((name, _redact_header(name, value)) for name, value in headers)
 
 
-def find_secrets(text: str) -> Iterator[tuple[str, re.Match[str]]]:
-    """Every credential-looking value in ``text``, as (kind, match)."""
-    for kind, literal, pattern in _TEXT:
-        if literal in text:
-            yield from ((kind, match) for match in pattern.finditer(text))
+# ----------------------------------------------------------------------------- the scan
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +425,12 @@ def scan(path: str | os.PathLike[str]) -> list[Finding]:
     return sorted(findings, key=lambda f: (str(f.path), f.line, f.kind))
 
 
+_EMPTY = ("", REDACTED, "null", "~")
+# ``name: value`` / ``"name": ["value"]`` on one line, or ``name:`` and ``- value`` on the next.
+_HEADER_LINE = re.compile(r"""^\s*(?:-\s+)?["']?([A-Za-z0-9_-]+)["']?\s*:\s*(.*?)\s*,?\s*$""")
+_LIST_ITEM = re.compile(r"^\s*-\s+(.*?)\s*$")
+
+
 def _scan_file(path: Path) -> list[Finding]:
     text = path.read_bytes().decode("utf-8", errors="replace")
     seen: set[tuple[int, str, str]] = set()
@@ -168,53 +441,125 @@ def _scan_file(path: Path) -> list[Finding]:
             seen.add((line, kind, secret))
             found.append(Finding(path, line, kind, _mask(secret)))
 
-    for number, source_line in enumerate(text.split("\n"), start=1):
-        for kind, match in find_secrets(source_line):
-            add(number, kind, match.group(0))
+    # Two passes: the text as it stands (comments, and files that are not YAML), then the
+    # YAML node tree, which sees values unescaped, unfolded and decoded. Inside a value the
+    # tree is the authority: the text pass would see a secret again, or half of one.
+    loose = list(find_secrets(text))
     try:
         node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
-        return found  # not YAML (or JSON): the line pass above is all we can do
-    if node is not None:
-        for number, kind, secret in _scan_node(node, text):
-            add(number, kind, secret)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        for kind, match in loose:
+            add(text.count("\n", 0, match.start()) + 1, kind, match.group(0))
+        # A cassette cut short is also read for credential-named headers, line by line.
+        if "interactions" in text:
+            for number, kind, secret in _scan_header_lines(text):
+                add(number, kind, secret)
+        return found
+    covered: list[tuple[int, int]] = []
+    tree = list(_scan_node(node, text, covered)) if node is not None else []
+    for kind, match in loose:
+        if not any(start <= match.start() < end for start, end in covered):
+            add(text.count("\n", 0, match.start()) + 1, kind, match.group(0))
+    for number, kind, secret in tree:
+        add(number, kind, secret)
     return found
 
 
-def _scan_node(root: yaml.Node, text: str) -> Iterator[tuple[int, str, str]]:
-    """Walk the YAML node tree: sensitive mapping keys with a live value, and credentials in
-    scalar values after YAML's unescaping and unfolding (which the line pass cannot see)."""
-    stack: list[Any] = [root]
+def _unquoted(value: str) -> str:
+    return value.strip().strip("[]").strip().strip("'\"")
+
+
+def _scan_header_lines(text: str) -> Iterator[tuple[int, str, str]]:
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        header = _HEADER_LINE.match(line)
+        if header is None or not sensitive_header(header.group(1)):
+            continue
+        value, number = _unquoted(header.group(2)), index + 1
+        if not value and index + 1 < len(lines) and (item := _LIST_ITEM.match(lines[index + 1])):
+            value, number = _unquoted(item.group(1)), index + 2
+        if value not in _EMPTY and not value.startswith("{"):
+            yield number, f"{header.group(1)} header", value
+
+
+def _line(node: yaml.Node, text: str, secret: str) -> int:
+    """The line holding ``secret`` when it appears verbatim in ``node``'s source; else
+    (escaped, folded, base64) the node's first line."""
+    at = text.find(secret, node.start_mark.index, node.end_mark.index)
+    return text.count("\n", 0, at) + 1 if at >= 0 else node.start_mark.line + 1
+
+
+def _scan_node(root: yaml.Node, text: str, covered: list[tuple[int, int]]) -> Iterator[tuple[int, str, str]]:
+    """Walk the YAML node tree as redaction sees a cassette: ``headers`` by name and value,
+    ``uri`` as a URI, ``body`` (and ``body.string``) as a body, any other scalar as text —
+    after YAML's unescaping and unfolding, which the text pass cannot see through. The source
+    spans it read are added to ``covered``."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
     while stack:
-        node = stack.pop()
+        node, role = stack.pop()
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and str(key.value).lower() in SENSITIVE_HEADERS:
-                    values = value.value if isinstance(value, yaml.SequenceNode) else [value]
-                    for item in values:
-                        if isinstance(item, yaml.ScalarNode) and item.value.strip() not in ("", REDACTED, "null"):
-                            yield item.start_mark.line + 1, f"{key.value} header", item.value
-                stack.extend((key, value))
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else ""
+                if name == "headers" and isinstance(value, yaml.MappingNode):
+                    covered.append((value.start_mark.index, value.end_mark.index))
+                    yield from _scan_headers(value, text)
+                    continue
+                if name.lower() in SENSITIVE_HEADERS:
+                    for item in value.value if isinstance(value, yaml.SequenceNode) else [value]:
+                        if isinstance(item, yaml.ScalarNode) and item.value.strip() not in _EMPTY:
+                            yield item.start_mark.line + 1, f"{name} header", item.value
+                child = name if name in ("uri", "body") else ("body" if role == "body" and name == "string" else "")
+                stack.extend(((key, ""), (value, child)))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+            stack.extend((item, "") for item in node.value)
         elif isinstance(node, yaml.ScalarNode):
-            yield from _scan_scalar(node, text)
+            covered.append((node.start_mark.index, node.end_mark.index))
+            yield from _scan_scalar(node, text, role)
 
 
-def _scan_scalar(node: yaml.ScalarNode, text: str) -> Iterator[tuple[int, str, str]]:
+def _scan_headers(mapping: yaml.MappingNode, text: str) -> Iterator[tuple[int, str, str]]:
+    for key, value in mapping.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        name = str(key.value)
+        for item in value.value if isinstance(value, yaml.SequenceNode) else [value]:
+            if not isinstance(item, yaml.ScalarNode):
+                continue
+            if sensitive_header(name):
+                if item.value.strip() not in _EMPTY:
+                    yield item.start_mark.line + 1, f"{name} header", item.value
+                continue
+            for kind, match in find_secrets(f"{name}: {item.value}"):
+                yield _line(item, text, match.group(0)), kind, match.group(0)
+
+
+def _scalar_text(node: yaml.ScalarNode) -> str | None:
     value = str(node.value)
-    if node.tag.endswith(":binary"):
-        try:
-            value = base64.b64decode(value).decode("latin-1")
-        except (binascii.Error, ValueError):
-            return
-    start, end = node.start_mark.index, node.end_mark.index
+    if not node.tag.endswith(":binary"):
+        return value
+    try:
+        raw = base64.b64decode(value)
+    except (binascii.Error, ValueError):
+        return None
+    if raw[:2] == b"\x1f\x8b":  # a gzipped body vcrpy kept as sent: read what it says
+        with suppress(OSError, EOFError, zlib.error):
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(64 << 20)
+    return raw.decode("utf-8", errors="replace")
+
+
+def _scan_scalar(node: yaml.ScalarNode, text: str, role: str) -> Iterator[tuple[int, str, str]]:
+    value = _scalar_text(node)
+    if value is None:
+        return
+    if role == "uri" and "?" in value:
+        query = value.partition("?")[2].partition("#")[0]
+        for kind, secret in _pair_findings(query, "secret query parameter"):
+            yield _line(node, text, secret), kind, secret
+    elif role == "body" and _is_form(value):
+        for kind, secret in _pair_findings(value, "secret form field"):
+            yield _line(node, text, secret), kind, secret
     for kind, match in find_secrets(value):
-        # Point at the line holding the secret when it appears verbatim in the source;
-        # else (escaped, folded, base64) at the scalar's first line.
-        at = text.find(match.group(0), start, end)
-        line = text.count("\n", 0, at) + 1 if at >= 0 else node.start_mark.line + 1
-        yield line, kind, match.group(0)
+        yield _line(node, text, match.group(0)), kind, match.group(0)
 
 
 def check(path: str | os.PathLike[str], out: TextIO | None = None) -> int:
