@@ -16,6 +16,18 @@ while :meth:`Lifecycle.follow` serves them — from any sequence number — to p
 resumed streams. Background runs wait ``queue_time`` and are paced at ``tokens_per_second``
 on the server's clock; on a virtual clock (``--frozen-time``) they sleep until the admin
 API moves it.
+
+**Runs whose process is gone.** A run lives in the process that created it; with a store
+shared by processes (SQLite), that process may die — SIGKILL, a crash — and leave its response
+``queued`` or ``in_progress`` for ever. :meth:`Lifecycle.recover` (called at start-up, and by
+the first use of the lifecycle anyway) fails every such orphan — those whose owner process is
+gone, never one a live process still runs (:meth:`~mockserver.responses.store.Store.orphans`) —
+and then looks again every ``sweep`` seconds. Failing one is what a run's own failure writes:
+the conditional update, with a numbered ``error`` event and ``response.failed`` after the stored
+events, so a resumed stream ends with its terminator. A follower that waits on a run of another
+process asks the same question every :data:`ORPHAN_CHECK` seconds, and a shutdown fails the
+runs it stops (:data:`SHUT_DOWN`). :meth:`Lifecycle.follow` always ends: after the closing
+event, or once the record is terminal or gone.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -34,7 +47,7 @@ from mockserver.http.body import Json
 from mockserver.responses.store import Record, Store
 from mockserver.spine.events import Event, TextDelta
 
-__all__ = ["TERMINAL", "Lifecycle", "Narrator", "Run", "Status", "legal", "wait_until"]
+__all__ = ["RESTARTED", "SHUT_DOWN", "TERMINAL", "Lifecycle", "Narrator", "Run", "Status", "legal", "wait_until"]
 
 log = logging.getLogger("mockserver")
 
@@ -57,6 +70,12 @@ _CLOSING: Mapping[str, str] = MappingProxyType(
 )
 CLOSING_EVENTS = frozenset(_CLOSING.values())
 FOLLOW_POLL = 0.25  # seconds: how often a follower looks for writes by another process
+ORPHAN_CHECK = 1.0  # seconds a follower waits on another process's run before asking if it is gone
+SWEEP = 5.0  # seconds between looks for runs whose process is gone (shared stores only)
+# What a run that never finished is failed with.
+RESTARTED = "The server restarted while this response was running; it was not finished."
+SHUT_DOWN = "The server shut down while this response was running; it was not finished."
+BROKE = "The server had an error while processing your request."
 
 
 def legal(current: str, new: str) -> bool:
@@ -131,14 +150,25 @@ class _Signals:
 
 
 class Lifecycle:
-    def __init__(self, store: Store, clock: Clock, queue_time: float = 0.0, tokens_per_second: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        queue_time: float = 0.0,
+        tokens_per_second: float = 0.0,
+        *,
+        sweep: float = SWEEP,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.queue_time = queue_time
         self.tokens_per_second = tokens_per_second
+        self.sweep = sweep
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cleanup: set[asyncio.Task[None]] = set()  # writes of abandoned foreground runs
         self._signals = _Signals()
+        self._recovery: asyncio.Task[int] | None = None  # the first look for orphans
+        self._sweeper: asyncio.Task[None] | None = None  # the looks after it
 
     # ---- running ------------------------------------------------------------------------
 
@@ -282,8 +312,15 @@ class Lifecycle:
         """Run ``job`` in the background; its events go only to the store."""
 
         async def drain() -> None:
-            async for _ in self.run(job):
-                pass
+            try:
+                async for _ in self.run(job):
+                    pass
+            except Exception:  # the store failed under the run: fail it, if the store lets us
+                log.exception("a background response run broke")
+                with contextlib.suppress(Exception):
+                    record = await self.store.get(job.id)
+                    if record is not None and record.status not in TERMINAL:
+                        await self._settle(record, BROKE)
 
         task = asyncio.create_task(drain(), name=f"response {job.id}")
         self._tasks[job.id] = task
@@ -292,7 +329,12 @@ class Lifecycle:
     # ---- observing and steering ---------------------------------------------------------
 
     async def follow(self, response_id: str, after: int) -> AsyncIterator[Json]:
-        """Stored events after ``after``, then live ones until the run ends."""
+        """Stored events after ``after``, then live ones until the run ends. It always ends:
+        after a closing event; once the record is terminal (a cancelled run has no closing
+        event) or gone; and a run whose process died is failed (:meth:`recover`) — its
+        ``error`` and ``response.failed`` then end the stream."""
+        await self._recovered()
+        quiet = time.monotonic()  # since when nothing new came
         while True:
             changed = self._signals.watch(response_id)  # before reading: no write is missed
             batch = await self.store.events(response_id, after)
@@ -302,16 +344,22 @@ class Lifecycle:
                 after = batch[-1]["sequence_number"]
                 if batch[-1]["type"] in CLOSING_EVENTS:
                     return
+                quiet = time.monotonic()
                 continue
             record = await self.store.get(response_id)
             if record is None or record.status in TERMINAL:  # deleted, or cancelled (no closing event)
                 for event in await self.store.events(response_id, after):
                     yield event
                 return
+            if response_id not in self._tasks and time.monotonic() - quiet >= ORPHAN_CHECK:
+                quiet = time.monotonic()  # another process's run, silent a while: is it still there?
+                if await self._fail_orphans([response_id]):
+                    continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), FOLLOW_POLL)
 
     async def get(self, response_id: str, param: str = "response_id") -> Record:
+        await self._recovered()
         record = await self.store.get(response_id)
         if record is None:
             raise NotFound(f"Response with id '{response_id}' not found.", param=param)
@@ -319,6 +367,7 @@ class Lifecycle:
 
     async def cancel(self, response_id: str) -> Record:
         """Cancel a background response; a finished one is returned unchanged."""
+        await self._recovered()
         while True:
             record = await self.get(response_id)
             if not record.background:
@@ -347,9 +396,89 @@ class Lifecycle:
             task.cancel()
         self._signals.notify(response_id)
 
+    # ---- runs whose process is gone ------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Fail the responses left ``queued`` / ``in_progress`` by a process that is gone (see
+        the module's docstring), and from now on look again every ``sweep`` seconds (if the
+        store is shared). For the app's start-up; the first :meth:`get`, :meth:`follow` or
+        :meth:`cancel` does it too. Returns how many it failed (0 the second time)."""
+        return await self._recovered()
+
+    async def _recovered(self) -> int:
+        """The first look for orphans, run once (awaited by whoever comes first or meanwhile)."""
+        task = self._recovery
+        if task is None or task.get_loop() is not asyncio.get_running_loop():
+            task = self._recovery = asyncio.get_running_loop().create_task(self._first_look())
+        if not task.done():
+            return await asyncio.shield(task)
+        return 0
+
+    async def _first_look(self) -> int:
+        failed = await self._fail_orphans(None)
+        loop = asyncio.get_running_loop()
+        sweeping = self._sweeper is not None and self._sweeper.get_loop() is loop and not self._sweeper.done()
+        if getattr(self.store, "shared", False) and self.sweep > 0 and not sweeping:
+            self._sweeper = loop.create_task(self._sweep(), name="responses sweeper")
+        if failed:
+            log.warning("failed %d response(s) left running by a server that is gone", failed)
+        return failed
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep)  # real time: processes die in real time
+            await self._fail_orphans(None)
+
+    async def _fail_orphans(self, ids: Sequence[str] | None) -> int:
+        """Fail the orphans (of ``ids``, or all); how many this call failed."""
+        try:
+            orphans = await self.store.orphans(ids)
+        except Exception:  # a store that cannot answer now: the next look will
+            log.exception("could not look for responses left running by a server that is gone")
+            return 0
+        failed = 0
+        for record in orphans:
+            if record.id not in self._tasks:  # (never ours: our own runs are alive)
+                failed += await self._settle(record, RESTARTED)
+        return failed
+
+    async def _settle(self, record: Record, message: str) -> bool:
+        """Fail ``record`` (``queued`` / ``in_progress``, its run gone) with ``message``, as a
+        run's own failure would: the conditional update from the status read, and for a
+        background response an ``error`` and ``response.failed`` numbered after the stored
+        events. False if it moved meanwhile (another process settled or finished it)."""
+        if record.status in TERMINAL:
+            return False
+        error: Json = {"code": "server_error", "message": message}
+        snapshot: Json = {**record.response, "status": "failed", "error": error}
+        events: list[Json] = []
+        if record.background:
+            last = await self.store.events(record.id, record.events - 2)
+            number = max([record.events, *(e["sequence_number"] + 1 for e in last)])
+            events = [
+                {"type": "error", **error, "param": None, "sequence_number": number},
+                {"type": "response.failed", "response": snapshot, "sequence_number": number + 1},
+            ]
+        written = await self.store.update(record.id, snapshot, events, frozenset({record.status}))
+        self._signals.notify(record.id)
+        return written
+
     async def close(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
+        """Stop the background runs — failing each, so none is left running for ever — and
+        close the store."""
+        for task in (self._sweeper, self._recovery):
+            if task is not None and not task.done():
+                task.cancel()
+        self._sweeper = None
+        stopped = list(self._tasks.items())
+        for _, task in stopped:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(task for _, task in stopped), return_exceptions=True)
+        for response_id, _ in stopped:
+            try:
+                record = await self.store.get(response_id)
+                if record is not None:
+                    await self._settle(record, SHUT_DOWN)
+            except Exception:
+                log.exception("could not fail response %s as the server shut down", response_id)
         await self.store.close()

@@ -9,22 +9,39 @@ cancel from one process and a run's last write from another cannot both win.
 Stored chat completions share the ``responses`` table (``kind`` tells them apart); ``seq``
 is the creation order that listing pages through. Files written before those two columns
 existed are migrated in place when opened (see :func:`_migrate`).
+
+Each open store is an owner (:mod:`mockserver.responses.owners`): a row of the ``owners``
+table (token, pid, place, process start, heartbeat — renewed every ``heartbeat`` seconds by a
+thread of its own), and the ``owner`` column of every record it creates. :meth:`SqliteStore.orphans`
+finds the records left ``queued`` / ``in_progress`` by an owner that is gone, for the lifecycle
+to fail; a record whose owner is alive — in this process or another — is never one of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import sqlite3
+import threading
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mockserver.clock import Clock
 from mockserver.http.body import Json
+from mockserver.responses.owners import LIVE, Owner, alive, place, process_start
 from mockserver.responses.store import Page, Query, Record, RecordKind
 
-__all__ = ["SqliteStore"]
+__all__ = ["HEARTBEAT", "LEASE", "SqliteStore"]
+
+log = logging.getLogger("mockserver")
+
+HEARTBEAT = 5.0  # seconds between an owner's heartbeats
+LEASE = 30.0  # seconds without a heartbeat after which an owner elsewhere (another host) is gone
 
 _T = TypeVar("_T")
 
@@ -40,7 +57,8 @@ CREATE TABLE IF NOT EXISTS responses (
     events INTEGER NOT NULL,
     expires REAL NOT NULL,
     kind TEXT NOT NULL DEFAULT 'response',
-    seq INTEGER
+    seq INTEGER,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS events (
     id TEXT NOT NULL,
@@ -48,11 +66,19 @@ CREATE TABLE IF NOT EXISTS events (
     body TEXT NOT NULL,
     PRIMARY KEY (id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owners (
+    token TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    place TEXT NOT NULL,
+    started TEXT,
+    heartbeat REAL NOT NULL
+);
 """
 
 
 # What a Record is read from (see _record).
 _COLUMNS = "id, response, input_items, messages, background, stream, events, kind"
+_RUNNING = "status IN ('queued', 'in_progress')"
 
 
 def _dumps(obj: Any) -> str:
@@ -71,9 +97,10 @@ def _record(row: tuple[Any, ...]) -> Record:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Bring a file from before stored chat completions up to date: add ``kind`` (its rows
-    are all responses) and ``seq`` (their rowids are their insertion order). In one write
-    transaction, so two servers opening the same old file cannot both add a column."""
+    """Bring an older file up to date: add ``kind`` (its rows are all responses), ``seq``
+    (their rowids are their insertion order) and ``owner`` (unknown: NULL, which
+    :meth:`SqliteStore.orphans` counts as gone). In one write transaction, so two servers
+    opening the same old file cannot both add a column."""
     with _transaction(db):
         columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
         if "kind" not in columns:
@@ -81,16 +108,34 @@ def _migrate(db: sqlite3.Connection) -> None:
         if "seq" not in columns:
             db.execute("ALTER TABLE responses ADD COLUMN seq INTEGER")
             db.execute("UPDATE responses SET seq = rowid")
+        if "owner" not in columns:
+            db.execute("ALTER TABLE responses ADD COLUMN owner TEXT")
         db.execute("CREATE INDEX IF NOT EXISTS responses_by_kind ON responses (kind, seq)")
+        db.execute(f"CREATE INDEX IF NOT EXISTS responses_running ON responses (status) WHERE {_RUNNING}")
 
 
 class SqliteStore:
-    def __init__(self, path: str, clock: Clock, ttl: float = 2_592_000.0) -> None:
+    shared = True  # other processes may run the responses it holds (the lifecycle looks for orphans)
+
+    def __init__(
+        self,
+        path: str,
+        clock: Clock,
+        ttl: float = 2_592_000.0,
+        *,
+        heartbeat: float = HEARTBEAT,
+        lease: float = LEASE,
+    ) -> None:
         self._path = path
         self._clock = clock
         self._ttl = ttl
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="mockserver-store")
         self._db: sqlite3.Connection | None = None
+        self.token = uuid.uuid4().hex  # this store's owner token
+        self._heartbeat = heartbeat
+        self._lease = lease
+        self._stop = threading.Event()
+        self._beats: threading.Thread | None = None
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:  # opened on the store's own thread, used only there
@@ -99,8 +144,79 @@ class SqliteStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             _migrate(db)
+            self._register(db)
             self._db = db
+            self._beats = threading.Thread(target=self._beat, name="mockserver-store-heartbeat", daemon=True)
+            self._beats.start()
         return self._db
+
+    # ---- the owner ----------------------------------------------------------------------
+
+    def _register(self, db: sqlite3.Connection) -> None:
+        """This store's owner row, (re)written with a fresh heartbeat."""
+        LIVE.add(self.token)
+        db.execute(
+            "INSERT OR REPLACE INTO owners (token, pid, place, started, heartbeat) VALUES (?, ?, ?, ?, ?)",
+            (self.token, os.getpid(), place(), process_start(), time.time()),
+        )
+
+    def _beat(self) -> None:
+        """The heartbeat thread: renew the lease until the store closes (its own connection, so
+        a busy store thread or event loop never delays it)."""
+        db: sqlite3.Connection | None = None
+        try:
+            while not self._stop.wait(self._heartbeat):
+                try:
+                    if db is None:
+                        db = sqlite3.connect(self._path, isolation_level=None, timeout=10.0)
+                    beat = db.execute("UPDATE owners SET heartbeat = ? WHERE token = ?", (time.time(), self.token))
+                    if beat.rowcount == 0:  # taken for gone (a lease judged from afar): here again
+                        self._register(db)
+                except sqlite3.Error as exc:
+                    log.warning("the response store's heartbeat failed (it tries again): %s", exc)
+        finally:
+            if db is not None:
+                db.close()
+
+    async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
+        """Responses ``queued`` or ``in_progress`` whose owner is gone (of ``ids``, or all),
+        oldest first. A record from before owners were kept (no owner) counts as orphaned. A
+        full look (no ``ids``) also forgets the owner rows of processes that are gone."""
+        now, wall = self._clock.now(), time.time()
+        where = [_RUNNING, "kind = 'response'", "expires > ?"]
+        args: list[object] = [now]
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({', '.join('?' for _ in ids)})")
+            args += list(ids)
+        judged: dict[str, bool] = {}
+
+        def live(row: Sequence[Any]) -> bool:
+            """Is the owner in ``row`` (token, pid, place, started, heartbeat) running?"""
+            token = row[0]
+            if token is None or row[1] is None:  # no owner kept, or its row is gone: so is it
+                return False
+            if token not in judged:
+                owner = Owner(token, row[1], row[2], row[3], row[4])
+                judged[token] = token == self.token or alive(owner, wall, self._lease)
+            return judged[token]
+
+        def select(db: sqlite3.Connection) -> list[Record]:
+            rows = db.execute(
+                f"SELECT {_COLUMNS}, owner, pid, place, started, heartbeat FROM responses "
+                f"LEFT JOIN owners ON owners.token = responses.owner WHERE {' AND '.join(where)} ORDER BY seq",
+                args,
+            ).fetchall()
+            found = [_record(row[:8]) for row in rows if not live(row[8:])]
+            if ids is None:
+                owners = db.execute("SELECT token, pid, place, started, heartbeat FROM owners").fetchall()
+                gone = [row[0] for row in owners if not live(row)]
+                if gone:
+                    db.execute(f"DELETE FROM owners WHERE token IN ({', '.join('?' for _ in gone)})", gone)
+            return found
+
+        return await self._run(select)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         loop = asyncio.get_running_loop()
@@ -118,6 +234,7 @@ class SqliteStore:
             int(record.stream),
             now + self._ttl,
             record.kind,
+            self.token,
         )
 
         def insert(db: sqlite3.Connection) -> bool:
@@ -130,7 +247,7 @@ class SqliteStore:
                 try:  # the write lock is held, so MAX(seq) + 1 is this process's alone
                     db.execute(
                         "INSERT INTO responses (id, status, response, input_items, messages, background, stream, "
-                        "events, expires, kind, seq) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, "
+                        "events, expires, kind, owner, seq) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, "
                         "(SELECT COALESCE(MAX(seq), 0) + 1 FROM responses))",
                         row,
                     )
@@ -236,12 +353,24 @@ class SqliteStore:
         return await self._run(select)
 
     async def close(self) -> None:
+        """Close the file. This store's owner row goes: whatever it left running is an orphan
+        from now on, for any other process to fail."""
+
         def shut(db: sqlite3.Connection) -> None:
+            try:
+                db.execute("DELETE FROM owners WHERE token = ?", (self.token,))
+            except sqlite3.Error as exc:
+                log.warning("the response store could not forget its owner row: %s", exc)
             db.close()
 
+        self._stop.set()
+        LIVE.discard(self.token)
         if self._db is not None:
             await self._run(shut)
             self._db = None
+        if self._beats is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._beats.join, 5.0)
+            self._beats = None
         self._thread.shutdown(wait=False)
 
 

@@ -17,6 +17,9 @@ lists one kind in creation order, a page at a time.
 * ``SqliteStore`` (:mod:`mockserver.responses.sqlite`, ``--store sqlite:PATH``): one file
   that several server processes share, so a response created by one is retrieved and
   cancelled from another.
+
+:meth:`Store.orphans` names the responses whose run is gone with the process that ran it (a
+crash): only a store that outlives its processes can have any, and only ``SqliteStore`` does.
 """
 
 from __future__ import annotations
@@ -124,6 +127,11 @@ class Store(Protocol):
         """The page ``query`` asks for; None if ``after`` names no live record of its kind."""
         ...
 
+    async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
+        """The responses (of ``ids``, or all) left ``queued`` or ``in_progress`` by a process
+        that is gone, oldest first; never one that a live process — this one or another — runs."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -210,6 +218,9 @@ class MemoryStore:
             ids = ids[ids.index(query.after) + 1 :]
         records = (self._entries[i].record for i in ids)
         return Page.of((r for r in records if query.admits(r)), query.limit)
+
+    async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
+        return []  # it lives and dies with the one process that runs its responses
 
     async def close(self) -> None:
         self._entries.clear()
