@@ -179,6 +179,9 @@ def create_app(
         warm_up = getattr(model, "warm_up", None)
         if warm_up is not None:
             warm_up()  # load the model in the background; /health answers meanwhile
+        # Responses a killed server left running are failed before the first request can see
+        # them (with a memory store there are none, and this returns at once).
+        await ctx.responses.recover()
         yield
         await ctx.responses.close()  # background runs stop before the model they run on
         for _, link in chain.links:
