@@ -162,95 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_cassettes(path: str, patterns: Sequence[str] = (), out: typing.TextIO | None = None) -> int:
-    """``mockserver cassettes check``: the secrets scan (with ``patterns`` added to the
-    built-in ones), then every cassette loaded with the code ``serve`` loads them with, and
-    indexed as it indexes them, so "check passes" means "serve starts". A cassette that loads
-    only in part (a torn append, ignored with a warning) fails too: a recording is missing.
-    Exit status 1 on any finding, 2 for a missing ``path`` or a bad pattern, else 0."""
-    from contextlib import ExitStack
-
-    from mockserver.cassettes import redact
-
-    stream = out if out is not None else sys.stdout
-    with ExitStack() as stack:
-        try:
-            stack.enter_context(redact.added_patterns(*patterns))
-        except ValueError as exc:
-            print(f"mockserver: --pattern: {exc}", file=sys.stderr)
-            return 2
-        status = redact.check(path, stream)
-        if status == 2:
-            return status
-        broken = _unloadable(path)
-    for line in broken:
-        print(line, file=stream)
-    if broken:
-        print(f"{len(broken)} cassette(s) do not load whole: fix, re-record or delete them.", file=stream)
-        return 1
-    return status
-
-
-def _unloadable(path: str) -> list[str]:
-    """A line for each cassette under ``path`` that ``serve`` could not load whole."""
-    import logging
-    from pathlib import Path
-
-    from mockserver.cassettes.files import SUFFIXES, CassetteDir, CassetteError, load
-    from mockserver.cassettes.matching import Index
-
-    root = Path(path)
-    if root.is_dir():
-        cassettes = CassetteDir(root)
-        files = [cassettes.resolve(name) for name in cassettes.names()]  # what CassetteDir.load reads
-    else:
-        files = [root] if root.suffix in SUFFIXES else []
-
-    class Warnings(logging.Handler):
-        def __init__(self) -> None:
-            super().__init__(logging.WARNING)
-            self.messages: list[str] = []
-
-        def emit(self, record: logging.LogRecord) -> None:
-            self.messages.append(record.getMessage())
-
-    logger = logging.getLogger("mockserver")
-    level = logger.level
-    broken: list[str] = []
-    for file in files:
-        warnings = Warnings()
-        logger.addHandler(warnings)
-        if logger.getEffectiveLevel() > logging.WARNING:
-            logger.setLevel(logging.WARNING)
-        try:
-            Index(load(file))
-        except CassetteError as exc:
-            cause = exc.__cause__
-            reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
-            broken.append(f"{file}: not a readable cassette, serve would not start: {_one_line(reason, file)}")
-            continue
-        except Exception as exc:  # whatever else stops serve from starting
-            reason = _one_line(f"{type(exc).__name__}: {exc}", file)
-            broken.append(f"{file}: not a readable cassette, serve would not start: {reason}")
-            continue
-        finally:
-            logger.removeHandler(warnings)
-            logger.setLevel(level)
-        if warnings.messages:
-            broken.append(f"{file}: loads only in part: {_one_line(warnings.messages[0], file)}")
-    return broken
-
-
-def _one_line(message: str, file: object) -> str:
-    """A load error on one line, without the file's name again, and without anything that looks
-    like a credential (a parser's message may quote the line it stopped at)."""
-    from mockserver.cassettes.redact import redact_text
-
-    message = message.removeprefix(f"{file}: ")
-    line = " ".join(redact_text(message).split())
-    return line if len(line) <= 300 else line[:300] + "…"
-
-
 def settings_from_args(args: argparse.Namespace) -> Settings:
     given = {k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None}
     return Settings(**given)
@@ -330,6 +241,8 @@ def serve(settings: Settings) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "cassettes":
+        from mockserver.cassettes.check import check_cassettes  # imported only for this command
+
         return check_cassettes(args.dir, args.pattern)
     try:
         settings = settings_from_args(args)
