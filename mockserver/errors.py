@@ -99,19 +99,35 @@ class InvalidRequest(APIError):
 
 
 class ContextLengthExceeded(InvalidRequest):
-    """``at_least``: the prompt was refused by its size before it was tokenized, so its count is
-    a lower bound (every token stands for at most so many bytes)."""
+    """A prompt and completion that do not fit the model's window. ``param`` is the field to
+    change and ``prompt`` the request's prompt field (``messages``, ``prompt``, ``input``; by
+    default ``param``): they differ when the completion asked for cannot fit whatever the
+    prompt, and ``param`` is then the endpoint's max-tokens field. ``at_least``: the prompt was
+    refused by its size before it was tokenized, so its count is a lower bound (every token
+    stands for at most so many bytes)."""
 
     def __init__(
-        self, context_window: int, prompt_tokens: int, completion_tokens: int, param: str, at_least: bool = False
+        self,
+        context_window: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        param: str,
+        at_least: bool = False,
+        prompt: str | None = None,
     ) -> None:
-        where = "in the messages" if param == "messages" else "in your prompt"
+        field = prompt or param
+        noun = "messages" if field == "messages" else "input" if field.startswith("input") else "prompt"
+        where = "in your prompt" if noun == "prompt" else f"in the {noun}"
         bound = "at least " if at_least else ""
+        advice = (
+            f"Please reduce '{param}': the completion alone does not fit."
+            if param != field
+            else f"Please reduce the length of the {noun} or completion."
+        )
         super().__init__(
             f"This model's maximum context length is {context_window} tokens. However, you requested "
             f"{bound}{prompt_tokens + completion_tokens} tokens ({bound}{prompt_tokens} {where}, {completion_tokens} "
-            f"in the completion). Please reduce the length of the "
-            f"{'messages' if param == 'messages' else 'prompt'} or completion.",
+            f"in the completion). {advice}",
             param=param,
             code="context_length_exceeded",
         )

@@ -36,6 +36,7 @@ __all__ = [
     "plain_token",
     "prepare",
     "prepare_off_loop",
+    "prompt_field",
 ]
 
 LARGE = 64 * 1024  # characters to tokenize: a request with more is prepared off the event loop
@@ -58,16 +59,33 @@ def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -
     """Every prompt of ``request``; all are checked before any is used (first by their size,
     before any is tokenized). ``decided``: its answers are decided (whatever ``request.answers``
     says), so a reasoning model does not think."""
-    param = "messages" if request.endpoint == "chat" else "prompt"
+    param = prompt_field(request)
     if heavy(request):  # much to tokenize: first what no tokenizing can make fit
         longest = longest_token(tok)
         for prompt in request.prompts:
-            _refuse_early(request, *_at_least(request, prompt, longest), param)
+            _refuse_early(request, *_at_least(request, prompt, longest))
     thinks = request.think > 0 and not decided and not request.answers
     encoded = [_encode(request, prompt, tok, param, thinks) for prompt in request.prompts]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
     sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
-    return [Prepared(ids, size, _budget(request, size, param)) for ids, size in zip(encoded, sizes, strict=True)]
+    return [Prepared(ids, size, _budget(request, size)) for ids, size in zip(encoded, sizes, strict=True)]
+
+
+def prompt_field(request: GenerationRequest) -> str:
+    """The field that holds ``request``'s prompt, as its endpoint names it."""
+    if request.source.surface == "responses":
+        return "input"
+    return "messages" if request.endpoint == "chat" else "prompt"
+
+
+def _exceeded(request: GenerationRequest, prompt_len: int, completion: int, at_least: bool) -> ContextLengthExceeded:
+    """The overflow, naming the field to change: the max-tokens field when the completion
+    asked for does not fit the window whatever the prompt, else the prompt's."""
+    prompt = prompt_field(request)
+    param = prompt
+    if completion >= request.context_window:
+        param = "max_output_tokens" if request.source.surface == "responses" else "max_tokens"
+    return ContextLengthExceeded(request.context_window, prompt_len, completion, param, at_least, prompt=prompt)
 
 
 def _encode(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: str, thinks: bool) -> list[int]:
@@ -156,12 +174,12 @@ def _at_least(request: GenerationRequest, prompt: Prompt, longest: int) -> tuple
     return tokens + prompt.image_tokens + sum(m.image_tokens for m in prompt.messages or ()), exact
 
 
-def _refuse_early(request: GenerationRequest, at_least: int, exact: bool, param: str) -> None:
+def _refuse_early(request: GenerationRequest, at_least: int, exact: bool) -> None:
     """The context overflow of a prompt of ``at_least`` tokens: refusal grows with the prompt
     (see :func:`_overflow`), so if that many do not fit, its real tokens do not either."""
     completion = _overflow(request, at_least)
     if completion is not None:
-        raise ContextLengthExceeded(request.context_window, at_least, completion, param, at_least=not exact)
+        raise _exceeded(request, at_least, completion, at_least=not exact)
 
 
 def _overflow(request: GenerationRequest, prompt_len: int) -> int | None:
@@ -175,10 +193,10 @@ def _overflow(request: GenerationRequest, prompt_len: int) -> int | None:
     return wanted if prompt_len + wanted > window else None
 
 
-def _budget(request: GenerationRequest, prompt_len: int, param: str) -> int:
+def _budget(request: GenerationRequest, prompt_len: int) -> int:
     completion = _overflow(request, prompt_len)
     if completion is not None:
-        raise ContextLengthExceeded(request.context_window, prompt_len, completion, param)
+        raise _exceeded(request, prompt_len, completion, at_least=False)
     window = request.context_window
     wanted = request.sampling.max_tokens
     if wanted is None:
