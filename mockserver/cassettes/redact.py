@@ -43,7 +43,7 @@ import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import quote_plus, unquote_plus
@@ -54,6 +54,7 @@ __all__ = [
     "REDACTED",
     "SENSITIVE_HEADERS",
     "Finding",
+    "Secret",
     "add_pattern",
     "added_patterns",
     "check",
@@ -156,7 +157,16 @@ def _touches_marker(text: str, start: int, end: int) -> bool:
 
 _A = re.ASCII
 _SEP = r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?"  # name and value: JSON, YAML, env, query
-_PEM_BODY = r"(?:(?!-----END)(?:[A-Za-z0-9+/=\s:,.-]|\\[rnt]))+"
+# JSON field names that hold a credential: snake/camel names ending in a credential word, and
+# header names as an echo of request headers spells them (``X-Custom-Token``, ``Cookie``):
+# hyphenated, or one of the well-known ones. Not a bare ``token`` (logprobs entries have one).
+_JSON_NAME = (
+    r"(?!(?i:access-control-|[A-Za-z0-9_.-]*rate-?limit))(?:[A-Za-z0-9_.-]*(?i:passw(?:or)?d|secret"
+    r"|(?:api|secret|private|access)[_-]?key|(?:access|refresh|auth|id|bearer|session)[_-]?token|credentials?)"
+    r"|[A-Za-z0-9_.]*-[A-Za-z0-9_.-]*?(?i:" + _CREDENTIAL_WORDS + r")[A-Za-z0-9_.-]*"
+    r"|(?i:authorization|cookie|openai-organization|openai-project))"
+)
+_PEM_BODY = r"(?:(?!-----END)(?:[A-Za-z0-9+/=\s:,.-]|\\{1,3}[rnt]))+"  # newlines escaped once per JSON level
 _BUILTIN: tuple[_Rule, ...] = tuple(
     _Rule.of(kind, literals, re.compile(pattern, flags))
     for kind, literals, pattern, flags in (
@@ -164,7 +174,7 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
         (
             "private key",
             ("PRIVATE KEY",),
-            r"(-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----)(?!(?:\\[rn]|\s)*REDACTED)" + _PEM_BODY,
+            r"(-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----)(?!(?:\\{1,3}[rn]|\s)*REDACTED)" + _PEM_BODY,
             _A,
         ),
         (
@@ -195,7 +205,7 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
             "AWS secret access key",
             ("secret", "Secret", "SECRET", "aws", "Aws", "AWS"),
             r"((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?i:secret|aws)[A-Za-z0-9_.-]*" + _SEP + r")"
-            r"(?!REDACTED)(?:[A-Za-z0-9/+]|%2[BbFf]){40}(?![A-Za-z0-9/+%=])",
+            r"(?!REDACTED)(?:[A-Za-z0-9/+]|%2[BbFf]|\\/){40}(?![A-Za-z0-9/+%=])",  # '\/': JSON may escape '/'
             _A,
         ),
         (
@@ -220,6 +230,24 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
             _A,
         ),
         ("fireworks key", ("fw_",), r"(?<![A-Za-z0-9_])(fw_)(?!REDACTED)[A-Za-z0-9]{20,}", _A),
+        # Basic credentials are only told from prose by the header name before them.
+        (
+            "basic credentials",
+            ("uthorization", "UTHORIZATION"),
+            r"((?i:authorization)" + _SEP + r"(?i:basic)[ \t]+)(?!REDACTED)[A-Za-z0-9+/]{6,}={0,2}",
+            _A,
+        ),
+        # A JSON string field with a credential's name (see _JSON_NAME), written plain or
+        # escaped inside another string (tool arguments, an echoed body). Names that only
+        # start with a credential word (``secret_word``) and non-string values (a JSON
+        # schema's ``"password": {...}``) are left alone.
+        (
+            "secret JSON field",
+            ('":',),
+            r'((?<![A-Za-z0-9_.-])\\{0,3}"' + _JSON_NAME + r'\\{0,3}"[ \t]*:[ \t]*\\{0,3}")'
+            r'(?!REDACTED)[^"\\\r\n]+(?=\\{0,3}")',
+            _A,
+        ),
         # Needs a ``?``/``&`` and 6+ characters, so code such as ``api_key=os.environ[...]`` in a
         # recorded answer is left alone (a whole form body and a URI's query go by name alone).
         (
@@ -290,25 +318,92 @@ def _replace(text: str, spans: Iterable[tuple[int, int, str]]) -> str:
     return "".join(parts)
 
 
-def redact_text(text: str) -> str:
-    """``text`` with every credential-looking value replaced by its prefix + ``REDACTED``."""
-    for rule in _rules():
-        if rule.tried_on(text):
-            text = _replace(text, ((start, end, REDACTED) for start, end, _ in rule.spans(text)))
-    return text
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A credential found in a text: ``prefix`` (kept by redaction, it says what was there)
+    then ``value`` (what becomes ``REDACTED``), at ``start:end`` of the text searched. Found
+    inside a percent-encoded run, both are the decoded text; ``start``/``end`` stay positions
+    in the text as it was given."""
+
+    kind: str
+    start: int
+    end: int
+    prefix: str
+    value: str
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.value
 
 
-def find_secrets(text: str) -> Iterator[tuple[str, re.Match[str]]]:
-    """Every credential-looking value in ``text``, as (kind, match) — what :func:`redact_text`
-    removes: a match inside one an earlier pattern already covers (the JWT of a bearer
-    token) is not reported again."""
+# A stretch of text holding percent escapes (a URL or form value pasted into a prompt, a
+# redirect target inside a query): its secrets are seen once it is decoded.
+_ENCODED_RUN = re.compile(r"[^\s\"'<>\\]*%[0-9A-Fa-f]{2}[^\s\"'<>\\]*")
+
+
+def _decoded_runs(text: str) -> Iterator[tuple[str, list[int]]]:
+    """Each percent-encoded run of ``text``, decoded (ASCII escapes only, and ``+``
+    as a space: credentials are ASCII), with the position in ``text`` of each decoded
+    character and, last, of the run's end."""
+    for run in _ENCODED_RUN.finditer(text):
+        chars: list[str] = []
+        where: list[int] = []
+        at, end = run.start(), run.end()
+        while at < end:
+            char = text[at]
+            code = int(text[at + 1 : at + 3], 16) if char == "%" and _HEX.fullmatch(text[at + 1 : at + 3]) else -1
+            where.append(at)
+            if 0x20 <= code < 0x7F or code in (0x09, 0x0A, 0x0D):
+                chars.append(chr(code))
+                at += 3
+            else:
+                chars.append(" " if char == "+" else char)
+                at += 1
+        where.append(end)
+        yield "".join(chars), where
+
+
+_HEX = re.compile(r"[0-9A-Fa-f]{2}")
+
+
+def _plain_secrets(text: str) -> Iterator[Secret]:
     taken: list[tuple[int, int]] = []
     for rule in _rules():
         if rule.tried_on(text):
             for start, end, match in rule.spans(text):
                 if not any(start < last and first < end for first, last in taken):
                     taken.append((start, end))
-                    yield rule.kind, match
+                    yield Secret(rule.kind, match.start(), end, text[match.start() : start], text[start:end])
+
+
+def find_secrets(text: str) -> Iterator[Secret]:
+    """Every credential-looking value in ``text`` — what :func:`redact_text` removes: a match
+    inside one an earlier pattern already covers (the JWT of a bearer token) is not reported
+    again, and percent-encoded runs are read decoded too."""
+    found = list(_plain_secrets(text))
+    yield from found
+    if "%" not in text:
+        return
+    for decoded, where in _decoded_runs(text):
+        for secret in _plain_secrets(decoded):
+            start, end = where[secret.start], where[secret.end]
+            if not any(start < other.end and other.start < end for other in found):
+                yield replace(secret, start=start, end=end)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential-looking value replaced by its prefix + ``REDACTED``
+    (inside a percent-encoded run, the encoded prefix is kept as it was)."""
+    for rule in _rules():
+        if rule.tried_on(text):
+            text = _replace(text, ((start, end, REDACTED) for start, end, _ in rule.spans(text)))
+    if "%" not in text:
+        return text
+    spans: list[tuple[int, int, str]] = []
+    for decoded, where in _decoded_runs(text):
+        for secret in _plain_secrets(decoded):
+            spans.append((where[secret.start + len(secret.prefix)], where[secret.end], REDACTED))
+    return _replace(text, sorted(spans))
 
 
 # A body that is form-encoded through and through (``a=1&b=2``), no whitespace anywhere.
@@ -332,7 +427,7 @@ def _pairs(query: str) -> Iterator[tuple[int, int, str, str | None]]:
             decoded = unquote_plus(value)
             found = next(find_secrets(decoded), None)
             if found is not None:
-                yield start, end, quote_plus(redact_text(decoded), safe=""), found[0]
+                yield start, end, quote_plus(redact_text(decoded), safe=""), found.kind
 
 
 def _pair_spans(query: str) -> Iterator[tuple[int, int, str]]:
@@ -357,7 +452,7 @@ def redact_bytes(data: bytes) -> bytes:
     """A body (request or response, raw bytes) with every credential gone: the patterns of
     :func:`redact_text`, and for a form-encoded body its credential-named fields. Bytes that
     are not UTF-8 pass through unchanged."""
-    if not any(rule.tried_on_bytes(data) for rule in _rules()) and b"=" not in data:
+    if not any(rule.tried_on_bytes(data) for rule in _rules()) and b"=" not in data and b"%" not in data:
         return data
     text = data.decode("utf-8", "surrogateescape")
     clean = _redact_body(text)
@@ -406,9 +501,14 @@ class Finding:
         return f"{self.path}:{self.line}: {self.kind}: {self.excerpt}"
 
 
-def _mask(secret: str) -> str:
+def _mask(prefix: str, secret: str) -> str:
+    """What a finding shows: the prefix redaction keeps (``sk-``, ``aws_secret_access_key=``;
+    its last 40 characters at most), the secret's length, and of a secret of 20 characters or
+    more its first 4 (``sk-proj…``: enough to tell which key, a tenth of it at most)."""
+    prefix = " ".join(prefix.split())[-40:]
     secret = secret.strip()
-    return f"{secret[:7]}… ({len(secret)} chars)" if len(secret) > 10 else f"… ({len(secret)} chars)"
+    shown = secret[:4] if len(secret) >= 20 else ""
+    return f"{prefix}{shown}… ({len(secret)} chars)"
 
 
 def scan(path: str | os.PathLike[str]) -> list[Finding]:
@@ -436,10 +536,10 @@ def _scan_file(path: Path) -> list[Finding]:
     seen: set[tuple[int, str, str]] = set()
     found: list[Finding] = []
 
-    def add(line: int, kind: str, secret: str) -> None:
+    def add(line: int, kind: str, prefix: str, secret: str) -> None:
         if (line, kind, secret) not in seen:
             seen.add((line, kind, secret))
-            found.append(Finding(path, line, kind, _mask(secret)))
+            found.append(Finding(path, line, kind, _mask(prefix, secret)))
 
     # Two passes: the text as it stands (comments, and files that are not YAML), then the
     # YAML node tree, which sees values unescaped, unfolded and decoded. Inside a value the
@@ -448,20 +548,20 @@ def _scan_file(path: Path) -> list[Finding]:
     try:
         node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (yaml.YAMLError, RecursionError, ValueError):
-        for kind, match in loose:
-            add(text.count("\n", 0, match.start()) + 1, kind, match.group(0))
+        for secret in loose:
+            add(text.count("\n", 0, secret.start) + 1, secret.kind, secret.prefix, secret.value)
         # A cassette cut short is also read for credential-named headers, line by line.
         if "interactions" in text:
-            for number, kind, secret in _scan_header_lines(text):
-                add(number, kind, secret)
+            for number, kind, value in _scan_header_lines(text):
+                add(number, kind, "", value)
         return found
     covered: list[tuple[int, int]] = []
     tree = list(_scan_node(node, text, covered)) if node is not None else []
-    for kind, match in loose:
-        if not any(start <= match.start() < end for start, end in covered):
-            add(text.count("\n", 0, match.start()) + 1, kind, match.group(0))
-    for number, kind, secret in tree:
-        add(number, kind, secret)
+    for secret in loose:
+        if not any(start <= secret.start < end for start, end in covered):
+            add(text.count("\n", 0, secret.start) + 1, secret.kind, secret.prefix, secret.value)
+    for number, kind, prefix, value in tree:
+        add(number, kind, prefix, value)
     return found
 
 
@@ -489,7 +589,11 @@ def _line(node: yaml.Node, text: str, secret: str) -> int:
     return text.count("\n", 0, at) + 1 if at >= 0 else node.start_mark.line + 1
 
 
-def _scan_node(root: yaml.Node, text: str, covered: list[tuple[int, int]]) -> Iterator[tuple[int, str, str]]:
+# What the YAML pass reports: line, kind, the prefix redaction keeps, and the secret.
+_Found = tuple[int, str, str, str]
+
+
+def _scan_node(root: yaml.Node, text: str, covered: list[tuple[int, int]]) -> Iterator[_Found]:
     """Walk the YAML node tree as redaction sees a cassette: ``headers`` by name and value,
     ``uri`` as a URI, ``body`` (and ``body.string``) as a body, any other scalar as text —
     after YAML's unescaping and unfolding, which the text pass cannot see through. The source
@@ -507,7 +611,7 @@ def _scan_node(root: yaml.Node, text: str, covered: list[tuple[int, int]]) -> It
                 if name.lower() in SENSITIVE_HEADERS:
                     for item in value.value if isinstance(value, yaml.SequenceNode) else [value]:
                         if isinstance(item, yaml.ScalarNode) and item.value.strip() not in _EMPTY:
-                            yield item.start_mark.line + 1, f"{name} header", item.value
+                            yield item.start_mark.line + 1, f"{name} header", "", item.value
                 child = name if name in ("uri", "body") else ("body" if role == "body" and name == "string" else "")
                 stack.extend(((key, ""), (value, child)))
         elif isinstance(node, yaml.SequenceNode):
@@ -517,7 +621,7 @@ def _scan_node(root: yaml.Node, text: str, covered: list[tuple[int, int]]) -> It
             yield from _scan_scalar(node, text, role)
 
 
-def _scan_headers(mapping: yaml.MappingNode, text: str) -> Iterator[tuple[int, str, str]]:
+def _scan_headers(mapping: yaml.MappingNode, text: str) -> Iterator[_Found]:
     for key, value in mapping.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
@@ -527,10 +631,10 @@ def _scan_headers(mapping: yaml.MappingNode, text: str) -> Iterator[tuple[int, s
                 continue
             if sensitive_header(name):
                 if item.value.strip() not in _EMPTY:
-                    yield item.start_mark.line + 1, f"{name} header", item.value
+                    yield item.start_mark.line + 1, f"{name} header", "", item.value
                 continue
-            for kind, match in find_secrets(f"{name}: {item.value}"):
-                yield _line(item, text, match.group(0)), kind, match.group(0)
+            for secret in find_secrets(f"{name}: {item.value}"):
+                yield _line(item, text, secret.text), secret.kind, secret.prefix, secret.value
 
 
 def _scalar_text(node: yaml.ScalarNode) -> str | None:
@@ -547,19 +651,19 @@ def _scalar_text(node: yaml.ScalarNode) -> str | None:
     return raw.decode("utf-8", errors="replace")
 
 
-def _scan_scalar(node: yaml.ScalarNode, text: str, role: str) -> Iterator[tuple[int, str, str]]:
+def _scan_scalar(node: yaml.ScalarNode, text: str, role: str) -> Iterator[_Found]:
     value = _scalar_text(node)
     if value is None:
         return
     if role == "uri" and "?" in value:
         query = value.partition("?")[2].partition("#")[0]
-        for kind, secret in _pair_findings(query, "secret query parameter"):
-            yield _line(node, text, secret), kind, secret
+        for kind, found in _pair_findings(query, "secret query parameter"):
+            yield _line(node, text, found), kind, "", found
     elif role == "body" and _is_form(value):
-        for kind, secret in _pair_findings(value, "secret form field"):
-            yield _line(node, text, secret), kind, secret
-    for kind, match in find_secrets(value):
-        yield _line(node, text, match.group(0)), kind, match.group(0)
+        for kind, found in _pair_findings(value, "secret form field"):
+            yield _line(node, text, found), kind, "", found
+    for secret in find_secrets(value):
+        yield _line(node, text, secret.text), secret.kind, secret.prefix, secret.value
 
 
 def check(path: str | os.PathLike[str], out: TextIO | None = None) -> int:
