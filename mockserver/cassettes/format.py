@@ -186,7 +186,9 @@ class Interaction:
         if resp.stream is None:
             response = replace(resp, headers=headers, body=redact.redact_bytes(resp.body))
         else:
-            events = tuple(replace(e, data=redact.redact_bytes(e.data)) for e in resp.stream.events)
+            # Together: a secret streamed a few characters per event is only seen joined.
+            clean = redact.redact_events([e.data for e in resp.stream.events])
+            events = tuple(replace(e, data=data) for e, data in zip(resp.stream.events, clean, strict=True))
             stream = replace(resp.stream, events=events)
             response = Response.streamed(resp.status, headers, stream, resp.reason, resp.elapsed)
         return Interaction(request, response)

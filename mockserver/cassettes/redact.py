@@ -37,11 +37,12 @@ import base64
 import binascii
 import gzip
 import io
+import json
 import os
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,7 @@ __all__ = [
     "clear_patterns",
     "find_secrets",
     "redact_bytes",
+    "redact_events",
     "redact_headers",
     "redact_text",
     "redact_uri",
@@ -485,6 +487,113 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     return tuple((name, _redact_header(name, value)) for name, value in headers)
 
 
+# --------------------------------------------------------------------- streamed text
+
+# A stream sends its text a few characters per event (``choices[0].delta.content``, a
+# Responses ``delta``, tool ``arguments``): a key the model or a script repeats arrives cut
+# into pieces no pattern sees one event at a time. Those fields are read joined, in order,
+# one text per choice / item / event type.
+_DELTA_FIELDS = frozenset({"content", "text", "delta", "arguments", "refusal", "reasoning", "reasoning_content"})
+# An event's fields that tell apart the texts of one stream (Responses' items and parts).
+_PART_FIELDS = ("type", "item_id", "output_index", "content_index", "summary_index")
+_DATA = re.compile(rb"^data: ?(\{.*?)\r?$", re.MULTILINE)
+
+_Path = tuple[str | int, ...]
+
+
+@dataclass(slots=True)
+class _Piece:
+    event: int
+    path: _Path
+    start: int  # where this piece begins in its group's joined text
+    text: str
+
+
+def _leaves(value: object, path: _Path, group: tuple[object, ...]) -> Iterator[tuple[tuple[object, ...], _Path, str]]:
+    """(group, path, text) of each delta-like string under ``value``; a list item with an
+    ``index`` (a choice, a tool call) is grouped by it, not by where it sits in the list."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str):
+                if key in _DELTA_FIELDS:
+                    yield (*group, key), (*path, key), item
+            else:
+                yield from _leaves(item, (*path, key), (*group, key))
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            index = item.get("index", position) if isinstance(item, dict) else position
+            yield from _leaves(item, (*path, position), (*group, f"#{index}"))
+
+
+def _stream_pieces(events: Sequence[bytes]) -> tuple[dict[tuple[object, ...], list[_Piece]], list[object]]:
+    """The delta-like strings of ``events`` by group, and each event's parsed ``data:``
+    JSON (None when it has none)."""
+    groups: dict[tuple[object, ...], list[_Piece]] = {}
+    parsed: list[object] = []
+    for number, event in enumerate(events):
+        match = _DATA.search(event)
+        try:
+            data = json.loads(match.group(1)) if match is not None else None
+        except ValueError:
+            data = None
+        parsed.append(data)
+        if not isinstance(data, dict):
+            continue
+        part = tuple(data.get(name) for name in _PART_FIELDS)
+        for group, path, text in _leaves(data, (), part):
+            pieces = groups.setdefault(group, [])
+            start = pieces[-1].start + len(pieces[-1].text) if pieces else 0
+            pieces.append(_Piece(number, path, start, text))
+    return groups, parsed
+
+
+def _stream_secrets(events: Sequence[bytes]) -> Iterator[tuple[Secret, list[_Piece]]]:
+    """Each secret that only the joined text of a stream shows (one that sits whole in one
+    piece is left to the per-event pass), with the pieces of its group."""
+    groups, _ = _stream_pieces(events)
+    for pieces in groups.values():
+        if len(pieces) < 2:
+            continue
+        joined = "".join(piece.text for piece in pieces)
+        for secret in find_secrets(joined):
+            if not any(p.start <= secret.start and secret.end <= p.start + len(p.text) for p in pieces):
+                yield secret, pieces
+
+
+def redact_events(events: Sequence[bytes]) -> list[bytes]:
+    """A stream's events with every secret gone, those cut across events included: the
+    piece where a secret's value begins says ``REDACTED`` there, the later pieces lose their
+    part of it. An event that changes is written again as compact JSON; the others, and every
+    event then, go through :func:`redact_bytes`."""
+    cuts: dict[int, list[tuple[_Piece, int, int, bool]]] = {}  # event → (piece, from, to, mark)
+    for secret, pieces in _stream_secrets(events):
+        value_start = secret.start + len(secret.prefix)
+        for piece in pieces:
+            start = max(value_start, piece.start) - piece.start
+            end = min(secret.end, piece.start + len(piece.text)) - piece.start
+            if start < end:
+                cuts.setdefault(piece.event, []).append((piece, start, end, piece.start <= value_start))
+    out = list(events)
+    if cuts:
+        _, parsed = _stream_pieces(events)
+        for number, changes in cuts.items():
+            data = parsed[number]
+            for piece, start, end, mark in sorted(changes, key=lambda c: -c[1]):  # right to left
+                text = piece.text = piece.text[:start] + (REDACTED if mark else "") + piece.text[end:]
+                _set(data, piece.path, text)
+            encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+            match = _DATA.search(events[number])
+            assert match is not None  # a piece came from this event's data line
+            out[number] = events[number][: match.start(1)] + encoded + events[number][match.end(1) :]
+    return [redact_bytes(event) for event in out]
+
+
+def _set(data: object, path: _Path, text: str) -> None:
+    for step in path[:-1]:
+        data = data[step]  # type: ignore[index]
+    data[path[-1]] = text  # type: ignore[index]
+
+
 # ----------------------------------------------------------------------------- the scan
 
 
@@ -664,6 +773,10 @@ def _scan_scalar(node: yaml.ScalarNode, text: str, role: str) -> Iterator[_Found
             yield _line(node, text, found), kind, "", found
     for secret in find_secrets(value):
         yield _line(node, text, secret.text), secret.kind, secret.prefix, secret.value
+    if role == "body" and "data:" in value:
+        events = [event.encode() for event in re.split(r"(?<=\n\n)", value) if event]
+        for secret, _ in _stream_secrets(events):
+            yield node.start_mark.line + 1, f"{secret.kind} (streamed in pieces)", secret.prefix, secret.value
 
 
 def check(path: str | os.PathLike[str], out: TextIO | None = None) -> int:

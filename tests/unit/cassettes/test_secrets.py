@@ -12,6 +12,7 @@ import gzip
 import http.server
 import io
 import json
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from mockserver.cassettes import redact
 from mockserver.cassettes.check import check_cassettes
 from mockserver.cassettes.files import CassetteError, load
 from mockserver.cassettes.format import (
@@ -451,3 +453,47 @@ def test_check_passes_a_clean_dir_and_refuses_a_missing_one(tmp_path: Path) -> N
     out = io.StringIO()
     assert check_cassettes(str(tmp_path), out=out) == 0, out.getvalue()
     assert check_cassettes(str(tmp_path / "missing")) == 2
+
+
+# --------------------------------------------------------------------- streamed in pieces
+
+
+def _chat_stream(text: str, size: int) -> Stream:
+    pieces = [text[i : i + size] for i in range(0, len(text), size)]
+    events = [
+        b"data: " + json.dumps({"id": "c1", "choices": [{"index": 0, "delta": {"content": piece}}]}).encode() + b"\n\n"
+        for piece in pieces
+    ]
+    return Stream(tuple(StreamEvent(0.01 * n, event) for n, event in enumerate([*events, b"data: [DONE]\n\n"])))
+
+
+def _joined(interaction: Interaction) -> str:
+    assert interaction.response.stream is not None
+    datas = [json.loads(e.data[6:]) for e in interaction.response.stream.events if e.data.startswith(b"data: {")]
+    return "".join(data["choices"][0]["delta"]["content"] for data in datas)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.name in ("openai", "github", "jwt", "url-password")])
+def test_a_secret_streamed_a_few_characters_per_event_is_redacted_joined(kind: Kind, size: int) -> None:
+    text = f"Your key: {kind.text} (twice: {kind.text})"
+    stream = _chat_stream(text, size)
+    recorded = Interaction(
+        Request("POST", "https://h/v1/chat/completions"),
+        Response.streamed(200, (("content-type", "text/event-stream"),), stream),
+    )
+    clean = recorded.redacted()
+    assert _joined(clean) == redact_text(text)  # what a client reads back, redacted once
+    assert clean.redacted() == clean
+    assert len(clean.response.stream.events if clean.response.stream else ()) == len(stream.events)
+    # the scan reads the pieces of a raw recording (as another tool would write it) together too
+    raw = {"interactions": [{"response": {"body": {"string": recorded.response.body.decode()}}}], "version": 1}
+    assert f"{kind.text[:10]}" not in recorded.response.body.decode()  # cut up: no pattern sees it whole
+    assert {f.kind.endswith("(streamed in pieces)") for f in scan_text(json.dumps(raw))} == {True}
+    assert scan_text(dumps([recorded])) == []  # dumps redacts
+
+
+def scan_text(text: str) -> list[redact.Finding]:
+    path = Path(tempfile.mkdtemp()) / "c.json"
+    path.write_text(text)
+    return scan(path)
