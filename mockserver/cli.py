@@ -235,7 +235,19 @@ def serve(settings: Settings) -> None:
                 _settle(app)
 
     app = create_app(settings)
-    Server(uvicorn_config(app, settings.host, settings.port, settings.log_level)).run()
+    config = uvicorn_config(
+        app,
+        settings.host,
+        settings.port,
+        settings.log_level,
+        header_timeout=settings.header_timeout,
+        max_connections=settings.max_connections,
+        shutdown_timeout=settings.shutdown_timeout,
+    )
+    try:
+        Server(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: exit quietly, as 130
+        raise SystemExit(130) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

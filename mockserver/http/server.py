@@ -4,27 +4,137 @@ Keep-alive: an idle connection stays open :data:`KEEP_ALIVE` seconds, longer tha
 idle connections (httpx, so the OpenAI SDK: 5 s; aiohttp: 15 s; Go: 90 s). At uvicorn's
 default, 5 s, both ends expire together, and a request sent on a connection the server is just
 closing gets a TCP reset (an SDK with ``max_retries=0`` fails with ``APIConnectionError``).
+
+Bounded connections, because a test double is also pointed at by load and chaos tests:
+
+* **A head timeout** (:data:`HEADER_TIMEOUT`): a connection that has not sent a whole request
+  head within that many seconds of opening — or of starting its next request — is closed.
+  uvicorn arms no timer until a first response, so without it a connection that sends nothing,
+  or a head a byte at a time, is held for ever (3,000 of them were, in the issue that added it).
+* **A cap on open connections** (:data:`MAX_CONNECTIONS`): a request on a connection beyond it
+  is answered 503 in OpenAI's envelope, with ``retry-after`` and ``connection: close`` (so the
+  client's retry comes on a fresh connection, if one is free). uvicorn's own
+  ``limit_concurrency`` answers in plain text, which no SDK reads as an error body.
+* **A bounded shutdown** (``timeout_graceful_shutdown``): answers in flight get that long, then
+  are cancelled, so a SIGTERM never waits on a request whose client is long gone.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import TYPE_CHECKING, Any
+
+from mockserver.errors import envelope
 
 if TYPE_CHECKING:
     import uvicorn
-    from starlette.types import ASGIApp
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["KEEP_ALIVE", "uvicorn_config"]
+__all__ = ["HEADER_TIMEOUT", "KEEP_ALIVE", "MAX_CONNECTIONS", "SHUTDOWN_TIMEOUT", "uvicorn_config"]
 
 KEEP_ALIVE = 120
+HEADER_TIMEOUT = 10.0  # seconds to send a whole request head
+MAX_CONNECTIONS = 1000  # open connections (and requests in flight) before a 503
+SHUTDOWN_TIMEOUT = 2.0  # seconds answers in flight get on shutdown
+
+
+def _overloaded(cap: int) -> bytes:
+    message = f"This server is serving its limit of {cap} open connections (--max-connections); retry later."
+    return json.dumps(envelope(message, "server_error", None, "overloaded")).encode()
+
+
+def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) -> type[asyncio.Protocol]:
+    """``base`` (uvicorn's httptools or h11 protocol) with the head timeout and the connection
+    cap. Both keep the request being answered in ``self.cycle``, a new object per request head
+    parsed: a timer armed while no head is pending fires harmlessly if a new cycle began since.
+    Both answer through ``self.app`` and count open connections in ``self.connections`` (shared
+    by the server's connections)."""
+    refusal = _overloaded(cap)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(refusal)).encode()),
+        (b"retry-after", b"1"),
+        (b"x-should-retry", b"true"),
+        (b"connection", b"close"),
+    ]
+
+    class Bounded(base):  # type: ignore[valid-type,misc]
+        _head_timer: asyncio.TimerHandle | None = None
+        _armed_for: object = None  # the cycle current when the timer was armed
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            app: ASGIApp = self.app  # type: ignore[has-type]
+            connections = self.connections
+
+            async def capped(scope: Scope, receive: Receive, send: Send) -> None:
+                if scope["type"] == "http" and len(connections) > cap:
+                    await send({"type": "http.response.start", "status": 503, "headers": headers})
+                    await send({"type": "http.response.body", "body": refusal})
+                    return
+                await app(scope, receive, send)
+
+            self.app = capped
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._head_timer is not None and self.cycle is not self._armed_for:
+                self._disarm()  # a whole head came: the request is being answered
+            cycle = self.cycle
+            if self._head_timer is None and (cycle is None or cycle.response_complete) and data:
+                self._arm()  # the start of a next request on a kept-alive connection
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._armed_for = self.cycle
+            self._head_timer = asyncio.get_running_loop().call_later(timeout, self._timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _timed_out(self) -> None:
+            self._head_timer = None
+            if self.cycle is self._armed_for and not self.transport.is_closing():
+                self.transport.close()
+
+    Bounded.__name__ = Bounded.__qualname__ = f"Bounded{base.__name__}"
+    return Bounded
+
+
+def _http_protocol(timeout: float, cap: int) -> type[asyncio.Protocol]:
+    """The HTTP protocol uvicorn's ``http="auto"`` picks (httptools when installed), bounded."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
+    except ImportError:  # pragma: no cover - httptools ships with uvicorn[standard]
+        from uvicorn.protocols.http.h11_impl import H11Protocol as Base  # type: ignore[assignment]
+    return _bounded_protocol(Base, timeout, cap)
 
 
 def uvicorn_config(
-    app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning", **overrides: Any
+    app: ASGIApp,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_level: str = "warning",
+    *,
+    header_timeout: float = HEADER_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+    **overrides: Any,
 ) -> uvicorn.Config:
     """uvicorn's ``Config`` as every mockserver server runs: uvloop and httptools where they
     are installed, no access log (a test double answers thousands of calls), the lifespan on,
-    the keep-alive above. ``overrides`` are the few things a caller must differ in."""
+    the keep-alive and connection bounds above. ``overrides`` are the few things a caller must
+    differ in."""
     import uvicorn
 
     options: dict[str, Any] = {
@@ -33,9 +143,10 @@ def uvicorn_config(
         "log_level": log_level,
         "access_log": False,
         "loop": "auto",
-        "http": "auto",
+        "http": _http_protocol(header_timeout, max_connections),
         "lifespan": "on",
         "timeout_keep_alive": KEEP_ALIVE,
+        "timeout_graceful_shutdown": shutdown_timeout,
         **overrides,
     }
     return uvicorn.Config(app, **options)

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Generator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 
 from mockserver.errors import APIError, ErrorStyle, InternalError
 from mockserver.faults.stream import StreamEnded, StreamFaults
+from mockserver.http.gone import Resumed, disconnected
 from mockserver.http.link import Link
 
 __all__ = ["DONE", "TALLY_KEY", "Frame", "Framing", "InjectedError", "Tally", "dumps", "event_stream"]
@@ -164,7 +165,7 @@ class _Writer:
         self._end("error")
         return frame
 
-    async def _waited(self, resumed: _Resumed) -> Frame:
+    async def _waited(self, resumed: Resumed) -> Frame:
         """``resumed``'s frame, unless the client hangs up first: a watcher, started the first
         time the producer waits, cancels the wait (so the producer's ``finally`` runs at once,
         in its own task — some producers hold cancel scopes bound to it)."""
@@ -174,7 +175,7 @@ class _Writer:
             return frame
         if self._gone is None:
             task = asyncio.current_task()
-            self._gone = asyncio.ensure_future(_disconnected(self.receive))
+            self._gone = asyncio.ensure_future(disconnected(self.receive))
 
             def hang_up(gone: asyncio.Future[Any]) -> None:
                 if self._waiting and task is not None and not gone.cancelled():
@@ -216,7 +217,7 @@ class _Writer:
                         yield b"".join(held)
                         held.clear()
                     try:
-                        got = await self._waited(_Resumed(pulled, waiting))
+                        got = await self._waited(Resumed(pulled, waiting))
                     except StopAsyncIteration:
                         break
                 frame = faults.rewrite(got) if faults is not None else got
@@ -267,48 +268,6 @@ class _Writer:
             if self._gone is not None:
                 self._gone.cancel()
             await _aclose(self.frames)
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-class _Resumed:
-    """The rest of an awaitable already run to the point where it waits: ``waiting`` is what it
-    yielded to the task (its future). Awaiting this hands that to the task and goes on driving
-    the awaitable, exceptions (a cancellation) passed in as they come."""
-
-    __slots__ = ("awaitable", "cancel", "waiting")
-
-    def __init__(self, awaitable: Any, waiting: Any) -> None:
-        self.awaitable = awaitable
-        self.waiting = waiting
-        self.cancel = False  # cancel the awaitable instead of waiting for it
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        awaitable, waiting = self.awaitable, self.waiting
-        if self.cancel:
-            try:
-                waiting = awaitable.throw(asyncio.CancelledError())
-            except StopIteration as done:
-                return done.value
-        while True:
-            try:
-                sent = yield waiting
-            except GeneratorExit:
-                awaitable.close()
-                raise
-            except BaseException as exc:
-                try:
-                    waiting = awaitable.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting = awaitable.send(sent)
-                except StopIteration as done:
-                    return done.value
 
 
 async def _aclose(iterator: object) -> None:

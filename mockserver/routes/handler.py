@@ -29,8 +29,9 @@ from mockserver.faults.plan import applicable, note, planned
 from mockserver.faults.stream import StreamEnded, StreamFaults
 from mockserver.http import headers as h
 from mockserver.http.body import BODY_KEY, Json, json_body
+from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
-from mockserver.http.sse import Frame, Framing, dumps, event_stream
+from mockserver.http.sse import TALLY_KEY, Frame, Framing, dumps, event_stream
 from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Chunk, Codec, Options
 from mockserver.routes.codec import Frame as Chunked
@@ -47,6 +48,7 @@ __all__ = [
     "Family",
     "Opened",
     "Prepared",
+    "abandoned",
     "answer_headers",
     "chained",
     "deliver_completion",
@@ -246,11 +248,23 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
         framing = Framing(named=False, done=True, style=call.profile.error_style)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
     assert opened.rest is not None
-    result = await folded(opened.by, opened.first, opened.rest)
+    try:
+        result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, opened.rest))
+    except ClientGone:
+        return abandoned(scope)
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
     return Response(dumps(answer), media_type="application/json", headers=answer_headers(gen, opened.by))
+
+
+def abandoned(scope: Any) -> Response:
+    """What a non-streamed request whose client left gets (nobody reads it): nginx's 499,
+    "client closed request", so the journal and /metrics tell it from an answer."""
+    entry = scope.get(TALLY_KEY)
+    if entry is not None:
+        entry.ended = "client_disconnect"
+    return Response(status_code=499)
 
 
 def _keeper(ctx: ServerContext, codec: Codec, call: Call, data: Json) -> Callable[[Json], Awaitable[None]] | None:

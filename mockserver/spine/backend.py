@@ -41,7 +41,7 @@ class Declined(Exception):
         self.error = error
 
 
-async def aclose(stream: AsyncIterator[Event]) -> None:
+async def aclose(stream: AsyncIterator[object]) -> None:
     """Close an async generator now (its ``finally`` blocks run), not at garbage collection."""
     close = getattr(stream, "aclose", None)
     if close is not None:

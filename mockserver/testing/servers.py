@@ -96,7 +96,7 @@ class LocalServer:
 
         # The lifespan ran already; log_config=None: the test process's logging stays as the
         # test runner set it up.
-        config = uvicorn_config(self.asgi, lifespan="off", log_config=None, timeout_graceful_shutdown=2)
+        config = uvicorn_config(self.asgi, lifespan="off", log_config=None, shutdown_timeout=2)
         self._uvicorn = server = uvicorn.Server(config)
         self._serving = asyncio.run_coroutine_threadsafe(server.serve(), self.loop.loop)
         deadline = time.monotonic() + 30

@@ -25,6 +25,8 @@ CHANGED: dict[str, str] = {
     # stream.error_at on a Responses stream: an `error` event with its sequence_number, then
     # `response.failed` (was a chat-style `data: {"error": …}` frame).
     "faults/responses/stream.error_at=5": "the Responses error shape",
+    # max_tokens alone larger than the window: the error names max_tokens (was "prompt").
+    "completions/err_context": "context errors name the field to change",
 }
 # Headers an answer may gain without changing its meaning.
 ADDED_OK = frozenset({"x-mockserver-source"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 
 from mockserver.backends.reference.backend import ReferenceBackend
 from tests.support.live import Live
@@ -68,3 +69,68 @@ async def test_a_request_cancelled_while_it_waits_for_the_pool_leaves_no_count()
         assert not backend._contended()
     finally:
         backend.close()
+
+
+def _abandon(url: str, body: dict[str, object], after: float = 1.0) -> None:
+    """Send ``body`` and hang up after ``after`` seconds without reading an answer."""
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url, json=body, timeout=httpx.Timeout(30.0, read=after))
+
+
+def _stops(backend: ReferenceBackend, before: int, most: int) -> None:
+    time.sleep(0.5)  # the server notices the closed connection
+    settled = backend.steps
+    time.sleep(0.5)
+    assert backend.steps == settled, "generation went on after the client left"
+    assert settled - before < most
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/completions", {"model": "m", "prompt": "Tell a long story", "max_tokens": 3000, "n": 4, "ignore_eos": True}),
+        (
+            "/chat/completions",
+            {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3000, "ignore_eos": True},
+        ),
+    ],
+)
+def test_a_non_streamed_request_stops_when_its_client_leaves(live: Live, path: str, body: dict[str, object]) -> None:
+    """Nothing is written until a non-streamed answer is whole, so only a listener can tell
+    the client left: it cancels the generation (a core stayed busy for minutes without it)."""
+    assert live.app is not None
+    backend = live.app.state.ctx.model
+    assert isinstance(backend, ReferenceBackend)
+    _quiet(backend)
+    before = backend.steps
+    _abandon(live.base_url + path, {**body, "temperature": 1.0})
+    _stops(backend, before, 2000)
+    entries = httpx.get(live.url + "/__mockserver/journal").json()["entries"]
+    mine = [e for e in entries if e["path"] == "/v1" + path][-1]
+    assert (mine["status"], mine["ended"]) == (499, "client_disconnect")
+    assert not backend._contended()
+    assert httpx.post(live.base_url + path, json={**body, "max_tokens": 2}).status_code == 200
+
+
+def test_a_foreground_response_stops_and_is_stored_cancelled_when_its_client_leaves(live: Live) -> None:
+    assert live.app is not None
+    backend = live.app.state.ctx.model
+    assert isinstance(backend, ReferenceBackend)
+    _quiet(backend)
+    before = backend.steps
+    # Responses has no ignore_eos: a profile's extra field, so through extra_body's path, the top level.
+    body = {
+        "model": "m",
+        "input": "Tell a long story",
+        "max_output_tokens": 3000,
+        "temperature": 1.0,
+        "ignore_eos": True,
+    }
+    _abandon(live.base_url + "/responses", body)
+    _stops(backend, before, 2000)
+    entries = httpx.get(live.url + "/__mockserver/journal").json()["entries"]
+    mine = [e for e in entries if e["path"] == "/v1/responses"][-1]
+    assert mine["ended"] == "client_disconnect"
+    store = live.app.state.ctx.responses.store
+    ours = [e.record for e in store._entries.values() if e.record.response.get("max_output_tokens") == 3000]
+    assert ours and ours[-1].response["status"] == "cancelled"

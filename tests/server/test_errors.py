@@ -70,7 +70,8 @@ CASES: list[Any] = [
     pytest.param(
         CHAT, {"model": "m", "messages": [{"role": "user", "content": 3}]}, "messages[0].content", id="content-type"
     ),
-    pytest.param(COMP, {"model": "m", "prompt": "x", "max_tokens": 9000}, "prompt", id="context-length"),
+    # max_tokens alone cannot fit the window: it is the field to change (the issue: not "messages").
+    pytest.param(COMP, {"model": "m", "prompt": "x", "max_tokens": 9000}, "max_tokens", id="context-length"),
     # JSON may escape half a surrogate pair; no tokenizer can encode it (was a 500 / a reset).
     pytest.param(COMP, b'{"model": "m", "prompt": "a\\ud800b"}', "prompt", id="lone-surrogate"),
     pytest.param(

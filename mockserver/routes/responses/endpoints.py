@@ -23,19 +23,21 @@ from mockserver.backends import prompts
 from mockserver.context import ServerContext
 from mockserver.faults.plan import applicable, note, planned
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.http.body import json_body
+from mockserver.http.body import Json, json_body
+from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
 from mockserver.http.sse import Framing, dumps, event_stream
 from mockserver.responses.lifecycle import Lifecycle, Run
 from mockserver.responses.store import Record
 from mockserver.routes import params
 from mockserver.routes.codec import Conversation, Options
-from mockserver.routes.handler import Family, Opened, Prepared, answer_headers, handle, stream_faults
+from mockserver.routes.handler import Family, Opened, Prepared, abandoned, answer_headers, handle, stream_faults
 from mockserver.routes.responses import codec
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
 from mockserver.schemas.common import validated
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.spine import seeding
+from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest, Prompt, Sampling
 
@@ -127,10 +129,22 @@ async def deliver(prepared: Prepared, opened: Opened) -> Response:
         return _json(record.response, headers)
     if stream:
         return event_stream(lifecycle.run(run), framing, headers, faults, link)
-    final: dict[str, Any] = record.response
-    async for event in lifecycle.run(run):
-        final = event.get("response", final)
+    try:
+        final = await unless_gone(prepared.request.receive, _last_snapshot(lifecycle.run(run), record.response))
+    except ClientGone:
+        return abandoned(scope)  # the run's own finally has stored it cancelled, as a stream's does
     return _json(final, headers)
+
+
+async def _last_snapshot(events: AsyncIterator[Json], first: Json) -> Json:
+    """The response as the last event that carries one says (a foreground run folded)."""
+    final = first
+    try:
+        async for event in events:
+            final = event.get("response", final)
+    finally:
+        await aclose(events)  # at once, not at garbage collection: a cancelled run is stored so now
+    return final
 
 
 def _int(request: Request, name: str, default: int | None = None) -> int | None:
