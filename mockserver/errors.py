@@ -170,3 +170,11 @@ class InternalError(APIError):
 def envelope(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class Forbidden(APIError):
+    """403: the client may not do this (the admin API's rule: loopback or --admin-remote, and
+    the admin token; or a record mode above the server's own)."""
+
+    status = 403
+    type = "invalid_request_error"
