@@ -9,16 +9,19 @@ otherwise be written to a file that gets committed. Three layers keep them out:
   ``auth``, ``session``, ``cookie``, ``credential``… — ``X-Custom-Token``,
   ``X-Amz-Security-Token``; see :func:`sensitive_header`), keeps its name (the cassette still
   shows that one was sent) and loses its value. Query parameters and form fields with such a
-  name lose their value too (:func:`secret_parameter`).
+  name lose their value too (:func:`secret_parameter`), and so do JSON string fields named
+  like one (``"password"``, ``"client_secret"``, an echoed ``"X-Custom-Token"``).
 * **value patterns**, wherever a value appears (headers, URIs, query strings, request and
   response bodies — JSON, form or text — and so every echo of a request): OpenAI and
   Anthropic ``sk-…`` keys, bearer tokens, JWTs, AWS access key ids and (next to a
   ``secret``/``aws`` name) secret access keys, GitHub, Slack (tokens and webhook URLs),
   Google, Stripe and Fireworks keys, URL passwords (``scheme://user:password@host`` keeps
-  ``user``), PEM private keys and credential-named query parameters. Each is cut down to a
-  prefix that tells a reader what was there, then ``REDACTED``. Form-encoded values and query
-  values are also checked once percent-decoded. More patterns: :func:`add_pattern`
-  (``mockserver cassettes check --pattern REGEX`` on the command line).
+  ``user``), PEM private keys, ``Basic`` credentials after an ``Authorization`` name and
+  credential-named query parameters. Each is cut down to a prefix that tells a reader what was
+  there, then ``REDACTED``. Percent-encoded runs (form and query values, a URL inside a
+  prompt) are also read decoded, and a stream's text fields joined across its events
+  (:func:`redact_events`). More patterns: :func:`add_pattern` (``mockserver cassettes check
+  --pattern REGEX`` on the command line).
 * :func:`scan` reads files as text (and as YAML when they parse, so a value the dumper
   folded across lines, escaped or stored as ``!!binary`` is still seen) and reports every
   credential still present, with file and line; ``mockserver cassettes check DIR`` fails CI on
