@@ -76,7 +76,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     where = f"{request.method} {request.url.path}"
     style = _style(request.scope)
     if exc.status_code == 405:
-        return error_response(MethodNotAllowed(f"Method not allowed ({where})."), style)
+        # Starlette names the methods the path takes in its Allow header (RFC 9110: a 405 must).
+        allowed = {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"}
+        return error_response(MethodNotAllowed(f"Method not allowed ({where}).", headers=allowed), style)
     if exc.status_code == 404:
         return error_response(NotFound(f"Invalid URL ({where})"), style)
     return error_response(APIError(str(exc.detail)), style)

@@ -22,6 +22,7 @@ __all__ = [
     "REMOTE_SIZE",
     "SUPPORTED_MEDIA_TYPES",
     "ImageInfo",
+    "data_url_bytes",
     "decode_data_url",
     "image_tokens",
     "images_tokens",
@@ -193,10 +194,11 @@ def decode_data_url(url: str) -> ImageInfo:
     Raises ValueError saying what is wrong: not a data URL, not base64 (OpenAI takes images
     only base64-encoded), a non-image media type, invalid base64, no data, or undecodable bytes.
     """
-    return read_image(_data_url_bytes(url))
+    return read_image(data_url_bytes(url))
 
 
-def _data_url_bytes(url: str) -> bytes:
+def data_url_bytes(url: str) -> bytes:
+    """The bytes of a base64 ``data:`` URL of an image; ValueError saying what is wrong."""
     if url[:5].lower() != "data:":
         raise ValueError("not a data URL")
     header, comma, payload = url[5:].partition(",")
@@ -265,7 +267,7 @@ def url_tokens(url: str, detail: str | None, param: str, *, detail_param: str | 
     scheme = url.partition(":")[0].lower()
     if scheme == "data":
         try:
-            data = _data_url_bytes(url)
+            data = data_url_bytes(url)
         except ValueError as exc:
             raise _invalid(param, str(exc), "invalid_image_url") from None
         try:

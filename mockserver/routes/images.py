@@ -1,8 +1,10 @@
-"""The images endpoints: generations (JSON), edits and variations (multipart), and the images served by URL.
+"""The images endpoints: generations (JSON), edits (multipart, or JSON with images by reference), variations
+(multipart), and the images served by URL.
 
 Pictures come from :func:`mockserver.media.painting.paint`, keyed by the request's content, its seed (the
 body's ``seed``, else one derived from the canonical body as for text) and the image's index, plus
-the input files' bytes for edits and variations. ``response_format`` and ``n`` are left out of the
+the input files' bytes for edits and variations (for an image referenced by URL or file id, which is never
+fetched, the reference itself). ``response_format`` and ``n`` are left out of the
 derived seed, so the ``url`` and ``b64_json`` twins of a request, and its first image whatever the
 ``n``, are the same picture. Images answered as URLs are kept in a bounded in-memory store
 (:class:`ImageStore`, one per app) and served at ``GET /images/{id}.png``, outside ``/v1``; the id
@@ -30,7 +32,7 @@ from mockserver.http import headers as h
 from mockserver.http.body import json_body
 from mockserver.http.sse import dumps
 from mockserver.media.painting import paint
-from mockserver.media.vision import image_tokens
+from mockserver.media.vision import data_url_bytes, image_tokens
 from mockserver.routes import params
 from mockserver.schemas.common import WireModel, validated
 from mockserver.schemas.images import (
@@ -111,6 +113,8 @@ async def generations(request: Request) -> Response:
 
 async def edits(request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
+    if _media_type(request) == "application/json":
+        return await _json_edits(request, ctx)
     fields, files = await _form(request)
     images = files.pop("image", []) + files.pop("image[]", [])
     masks = files.pop("mask", [])
@@ -137,6 +141,78 @@ async def edits(request: Request) -> Response:
     key = _key(b"edits", plan, seed, *hashes)
     image_input = sum(image_tokens(i.width, i.height, "high") for i in infos)
     return await _answer(request, ctx, plan, seed, key, plan.prompt, image_input)
+
+
+async def _json_edits(request: Request, ctx: ServerContext) -> Response:
+    """The spec's JSON form of an edit (GPT image models only): ``images`` and ``mask`` are
+    references — ``{"image_url": …}`` (a base64 ``data:`` URL is decoded and checked as an
+    upload is; an http(s) URL is never fetched) or ``{"file_id": …}`` (accepted, not read)."""
+    _, raw = await json_body(request)
+    data = dict(raw)
+    refs = data.pop("images", None)
+    mask = data.pop("mask", None)
+    fields = _strict(data, EditRequest, request)
+    body = validated(EditRequest, fields)
+    family = edit_family(body)
+    if not family.gpt:
+        raise InvalidRequest(
+            f"Invalid value for 'model': JSON image edits take a GPT image model; {family.name} edits are "
+            "multipart/form-data uploads.",
+            param="model",
+        )
+    if not isinstance(refs, list) or not refs:
+        raise InvalidRequest("Missing required parameter: 'images' (a list of image references).", param="images")
+    if len(refs) > 16:
+        raise InvalidRequest(f"Invalid value for 'images': up to 16 images, got {len(refs)}.", param="images")
+    images = [_reference(ref, f"images[{i}]") for i, ref in enumerate(refs)]
+    infos = [check_image(ref, f"images[{i}]", family) for i, ref in enumerate(images) if isinstance(ref, bytes)]
+    # An image by URL or file id is never read: its size is the default square's.
+    size = (infos[0].width, infos[0].height) if infos and isinstance(images[0], bytes) else (1024, 1024)
+    masked = _reference(mask, "mask") if mask is not None else None
+    if isinstance(masked, bytes):
+        check_mask(masked, size)
+    plan = plan_edit(body, size)
+    inputs = [*images, *([masked] if masked is not None else [])]
+    hashes = [hashlib.sha256(ref if isinstance(ref, bytes) else ref.encode()).hexdigest() for ref in inputs]
+    seed = _seed(body.seed, {**fields, "image": hashes[: len(images)], "mask": hashes[len(images) :]}, ctx)
+    key = _key(b"edits", plan, seed, *hashes)
+    image_input = sum(image_tokens(i.width, i.height, "high") for i in infos)
+    image_input += image_tokens(*size, "high") * sum(not isinstance(ref, bytes) for ref in images)
+    return await _answer(request, ctx, plan, seed, key, plan.prompt, image_input)
+
+
+def _reference(ref: Any, param: str) -> bytes | str:
+    """An ``ImageRefParam``: the bytes of a data URL, else the URL or file id itself."""
+    if not isinstance(ref, dict) or len(ref) != 1 or not ({"image_url", "file_id"} & set(ref)):
+        raise InvalidRequest(
+            f"Invalid value for '{param}': an image reference is an object with exactly one of "
+            "'image_url' (a URL or a base64 data URL) or 'file_id'.",
+            param=param,
+        )
+    name, value = next(iter(ref.items()))
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(
+            f"Invalid value for '{param}.{name}': expected a non-empty string.", param=f"{param}.{name}"
+        )
+    if name == "image_url" and value[:5].lower() == "data:":
+        try:
+            return data_url_bytes(value)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"Invalid value for '{param}.image_url': {exc}.",
+                param=f"{param}.image_url",
+                code="invalid_image_format",
+            ) from None
+    if name == "image_url" and not value.lower().startswith(("http://", "https://")):
+        raise InvalidRequest(
+            f"Invalid value for '{param}.image_url': expected an http(s) URL or a base64 data URL.",
+            param=f"{param}.image_url",
+        )
+    return f"{name}:{value}"
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
 async def variations(request: Request) -> Response:
@@ -272,7 +348,7 @@ def _strict(
 
 async def _form(request: Request) -> tuple[dict[str, Any], dict[str, list[bytes]]]:
     """The multipart body: its text fields (integers parsed) and its files by field name."""
-    content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    content_type = _media_type(request)
     if content_type != "multipart/form-data":
         raise InvalidRequest(
             f"This endpoint takes multipart/form-data (the image as a file upload), not {content_type or 'no body'}.",

@@ -4,7 +4,8 @@
 string, or parts: ``input_text`` / ``output_text`` carry text; an ``input_image`` costs its
 tokens but is not seen, an ``input_file`` is accepted and ignored), a function's
 output (``function_call_output``, read as a ``tool`` message) and an earlier function call
-(``function_call``, read as the assistant's turn). Function tools, ``text.format`` and
+(``function_call``, read as the assistant's turn); every other item type the spec allows is
+accepted (:class:`OtherItem`, see :data:`OTHER_ITEM_TYPES`). Function tools, ``text.format`` and
 ``reasoning`` are read by the codec (:mod:`mockserver.routes.responses.codec`).
 """
 
@@ -12,11 +13,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator
 
+from mockserver.errors import clip
 from mockserver.schemas.common import GenerationFields, WireModel
 
-__all__ = ["FunctionCall", "FunctionCallOutput", "InputTokensRequest", "MessageItem", "ResponsesRequest"]
+__all__ = [
+    "OTHER_ITEM_TYPES",
+    "FunctionCall",
+    "FunctionCallOutput",
+    "InputTokensRequest",
+    "MessageItem",
+    "OtherItem",
+    "ResponsesRequest",
+]
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 MIN_OUTPUT_TOKENS = 16  # the spec's minimum for max_output_tokens
@@ -62,6 +72,64 @@ class FunctionCall(WireModel):
     arguments: str
 
 
+# The other input item types OpenAI's spec allows (``InputItem``'s variants, and references to
+# stored items). Accepted and listed as sent; what the model reads of them: the output of a tool
+# (any ``*_output`` item) as a tool's turn, a custom tool's call as the assistant's, nothing of
+# the rest (reasoning, web searches, MCP listings…), which an answer here does not depend on.
+OTHER_ITEM_TYPES = frozenset(
+    {
+        "additional_tools",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "code_interpreter_call",
+        "compaction",
+        "compaction_trigger",
+        "computer_call",
+        "computer_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "file_search_call",
+        "image_generation_call",
+        "item_reference",
+        "local_shell_call",
+        "local_shell_call_output",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "mcp_call",
+        "mcp_list_tools",
+        "program",
+        "program_output",
+        "reasoning",
+        "shell_call",
+        "shell_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "web_search_call",
+    }
+)
+
+
+class OtherItem(WireModel):
+    """An input item of another type the spec allows; its fields are kept as sent."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+
+    type: str
+    id: str | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in OTHER_ITEM_TYPES:
+            known = ", ".join(sorted({"message", "function_call", "function_call_output", *OTHER_ITEM_TYPES}))
+            raise ValueError(f"'{clip(value, 40)}' is not an input item type; expected one of {known}")
+        return value
+
+    def fields(self) -> dict[str, Any]:
+        """The item as sent (its extra fields included)."""
+        return {"type": self.type, **(self.model_extra or {})}
+
+
 def _kind(value: Any) -> str:
     """A message may leave out ``type``; the other items name theirs."""
     kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", "message")
@@ -73,13 +141,14 @@ _TAG_OF = {"message": "MessageItem", "function_call_output": "FunctionCallOutput
 
 def _tag(value: Any) -> str:
     # Tags are class names: error paths skip them (``input[0].role``, not ``input[0].message.role``).
-    return _TAG_OF.get(_kind(value), _kind(value))
+    return _TAG_OF.get(_kind(value), "OtherItem")
 
 
 InputItem = Annotated[
     Annotated[MessageItem, Tag("MessageItem")]
     | Annotated[FunctionCallOutput, Tag("FunctionCallOutput")]
-    | Annotated[FunctionCall, Tag("FunctionCall")],
+    | Annotated[FunctionCall, Tag("FunctionCall")]
+    | Annotated[OtherItem, Tag("OtherItem")],
     Discriminator(_tag),
 ]
 

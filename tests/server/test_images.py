@@ -221,8 +221,11 @@ def test_bad_input_is_a_400_naming_the_parameter(client: openai.OpenAI, call: An
     validate("ErrorResponse", caught.value.response.json())
 
 
-def test_edit_wants_multipart_and_unknown_image_ids_are_404(live: Live) -> None:
+def test_variations_want_multipart_and_unknown_image_ids_are_404(live: Live) -> None:
+    # Edits take the spec's JSON form too (images by reference): without images it names them.
     answer = httpx.post(live.base_url + "/images/edits", json={"prompt": "x"})
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "images"
+    answer = httpx.post(live.base_url + "/images/variations", json={"model": "dall-e-2"})
     assert answer.status_code == 400 and "multipart/form-data" in answer.json()["error"]["message"]
     answer = httpx.post(live.base_url + "/images/variations", files={"image": ("a.png", b"x")}, data={"n": "two"})
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "n"

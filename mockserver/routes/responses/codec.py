@@ -8,6 +8,7 @@ spine fields chat's do, so the director and the backend treat both endpoints ali
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -25,6 +26,7 @@ from mockserver.schemas.responses import (
     LOGPROBS_INCLUDE,
     FunctionCall,
     FunctionCallOutput,
+    InputItem,
     InputTokensRequest,
     MessageItem,
     ResponsesRequest,
@@ -59,15 +61,24 @@ def conversation(body: ResponsesRequest | InputTokensRequest) -> Conversation:
     """The request's own input as (role, text) turns, instructions left out."""
     if isinstance(body.input, str):
         return (("user", body.input),)
-    turns: list[tuple[str, str]] = []
-    for item in body.input:
-        if isinstance(item, MessageItem):
-            turns.append((item.role, item.text()))
-        elif isinstance(item, FunctionCallOutput):
-            turns.append(("tool", item.text()))
-        else:  # the assistant's earlier call, as the text it would have said
-            turns.append(("assistant", f"{item.name}({item.arguments})"))
-    return tuple(turns)
+    return tuple(turn for item in body.input if (turn := _turn(item)) is not None)
+
+
+def _turn(item: InputItem) -> tuple[str, str] | None:
+    """What the model reads of an input item: a (role, text) turn, or nothing."""
+    if isinstance(item, MessageItem):
+        return item.role, item.text()
+    if isinstance(item, FunctionCallOutput):
+        return "tool", item.text()
+    if isinstance(item, FunctionCall):  # the assistant's earlier call, as the text it would have said
+        return "assistant", f"{item.name}({item.arguments})"
+    fields = item.fields()
+    if item.type.endswith("_output"):  # another tool's result
+        output = fields.get("output")
+        return "tool", output if isinstance(output, str) else json.dumps(output, sort_keys=True)
+    if item.type == "custom_tool_call":
+        return "assistant", f"{fields.get('name', '')}({fields.get('input', '')})"
+    return None  # reasoning, searches, references…: nothing an answer here reads
 
 
 def image_costs(body: ResponsesRequest | InputTokensRequest) -> tuple[int, ...]:
@@ -76,6 +87,8 @@ def image_costs(body: ResponsesRequest | InputTokensRequest) -> tuple[int, ...]:
         return (0,)
     costs = []
     for i, item in enumerate(body.input):
+        if _turn(item) is None:  # no turn: nothing to pay for (the costs go turn by turn)
+            continue
         parts = item.content if isinstance(item, MessageItem) and isinstance(item.content, list) else []
         costs.append(
             sum(
@@ -130,11 +143,13 @@ def input_items(body: ResponsesRequest, response_id: str) -> tuple[Json, ...]:
             entry = {"type": "function_call_output", "call_id": item.call_id, "output": item.text()}
             entry["status"] = "completed"
             prefix = "fco_"
-        else:
-            assert isinstance(item, FunctionCall)
+        elif isinstance(item, FunctionCall):
             entry = {"type": "function_call", "call_id": item.call_id, "name": item.name}
             entry.update(arguments=item.arguments, status="completed")
             prefix = "fc_"
+        else:  # listed as sent
+            entry = item.fields()
+            prefix = "item_"
         items.append({"id": item.id or item_id(prefix, response_id, index), **entry})
     return tuple(items)
 
