@@ -37,6 +37,7 @@ __all__ = [
     "prepare",
     "prepare_off_loop",
     "prompt_field",
+    "refuse_unfittable",
 ]
 
 LARGE = 64 * 1024  # characters to tokenize: a request with more is prepared off the event loop
@@ -61,14 +62,22 @@ def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -
     says), so a reasoning model does not think."""
     param = prompt_field(request)
     if heavy(request):  # much to tokenize: first what no tokenizing can make fit
-        longest = longest_token(tok)
-        for prompt in request.prompts:
-            _refuse_early(request, *_at_least(request, prompt, longest))
+        refuse_unfittable(request, tok)
     thinks = request.think > 0 and not decided and not request.answers
     encoded = [_encode(request, prompt, tok, param, thinks) for prompt in request.prompts]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
     sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
     return [Prepared(ids, size, _budget(request, size)) for ids, size in zip(encoded, sizes, strict=True)]
+
+
+def refuse_unfittable(request: GenerationRequest, tok: Tokenizer) -> None:
+    """``context_length_exceeded`` ("at least N tokens") for a prompt that cannot fit the
+    window whatever its tokens, judged by its size alone (see the module's docstring): no
+    tokenizing, C-speed string work only. For :func:`prepare`, and for the handler, which asks
+    before it hashes a big body (the canonical JSON of 5 MB holds the event loop ~40 ms)."""
+    longest = longest_token(tok)
+    for prompt in request.prompts:
+        _refuse_early(request, *_at_least(request, prompt, longest))
 
 
 def prompt_field(request: GenerationRequest) -> str:

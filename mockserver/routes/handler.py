@@ -22,11 +22,13 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mockserver.backends import prompts
 from mockserver.context import ServerContext
 from mockserver.errors import APIError, InvalidRequest
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.plan import applicable, note, planned
 from mockserver.faults.stream import StreamEnded, StreamFaults
+from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http import headers as h
 from mockserver.http.body import BODY_KEY, Json, json_body
 from mockserver.http.gone import ClientGone, unless_gone
@@ -58,6 +60,8 @@ __all__ = [
     "replayable",
     "stream_faults",
 ]
+
+BIG_BODY = 256 * 1024  # bytes: a body this big is checked for a prompt too long before it is hashed
 
 
 class Decoder(Protocol):
@@ -173,12 +177,17 @@ async def _read(
         raise InvalidRequest(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
         )
-    canonical = seeding.canonical(data)
-    given: int | None = getattr(body, "seed", None)
-    seed = given if given is not None else seeding.derive_seed(canonical, ctx.seed)
     options = await family.prelude(ctx, body) if family.prelude is not None else ctx.options
     content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
     paced = not ctx.engine.timeline_of(plan).idle
+    if len(source.body) > BIG_BODY:
+        # Hashing a big body (its canonical JSON) holds the event loop for as long as it takes:
+        # first refuse, by its size alone, a prompt that cannot fit whatever it says.
+        provisional = codec.to_generation(body, profile, options, Origin(0, b"", source, content, paced))
+        prompts.refuse_unfittable(provisional, Tokenizer.shipped())
+    canonical = seeding.canonical(data)
+    given: int | None = getattr(body, "seed", None)
+    seed = given if given is not None else seeding.derive_seed(canonical, ctx.seed)
     gen = codec.to_generation(body, profile, options, Origin(seed, canonical, source, content, paced))
     call = Call(
         gen=gen,
