@@ -15,6 +15,7 @@ identical requests get identical decisions, run after run and process after proc
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,21 @@ CATALOGUE: Mapping[str, Definition] = MappingProxyType(
 )
 
 
+# The largest value each parameter takes. A spec is checked once, where it is parsed, so no
+# later step (a ``retry-after`` header, a sleep, an event count) meets ``inf``, ``nan`` or a
+# value too big to turn into an int or a timeout.
+LIMITS: Mapping[str, float] = MappingProxyType(
+    {
+        "retry_after": 86_400.0,  # seconds: a day
+        "n": 1_000_000.0,  # events
+        "for": 3_600.0,  # seconds a stall lasts (0: for ever)
+        "keepalive": 3_600.0,  # seconds between keep-alive comments
+        "ms": 600_000.0,  # milliseconds of latency: ten minutes
+        "value": 1.0,  # http.should_retry: 0 or 1
+    }
+)
+
+
 class FaultError(ValueError):
     """A spec that does not parse; the message says where and lists the known names."""
 
@@ -177,16 +193,23 @@ def _parse_one(text: str) -> Fault:
             known = ", ".join(entry.defaults) or "none"
             raise FaultError(f"{text!r}: unknown parameter {key.strip()!r} (known: {known})")
         params[key.strip()] = _float(text, value)
-    if any(v < 0 for v in params.values()):
-        raise FaultError(f"{text!r}: values must not be negative")
+    for key, number in params.items():
+        top = LIMITS.get(key, math.inf)
+        if not 0.0 <= number <= top:
+            raise FaultError(f"{text!r}: {key} must be between 0 and {_number(top)}, not {_number(number)}")
     return Fault(name.strip(), MappingProxyType(params), probability)
 
 
 def _float(text: str, value: str) -> float:
+    """A finite number: ``inf``, ``nan`` and what overflows a float (``1e400``) are refused here,
+    so every comparison and conversion after parsing is safe."""
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise FaultError(f"{text!r}: {value.strip()!r} is not a number") from None
+    if not math.isfinite(number):
+        raise FaultError(f"{text!r}: {value.strip()!r} is not a finite number")
+    return number
 
 
 def request_rng(global_seed: int, *parts: object) -> random.Random:
