@@ -20,7 +20,15 @@ from typing import Any
 
 from mockserver.faults.catalogue import Fault, FaultError, parse
 
-__all__ = ["RequestInfo", "Rule", "RuleBook"]
+__all__ = ["RequestInfo", "Rule", "RuleBook", "RuleFieldError"]
+
+
+class RuleFieldError(ValueError):
+    """A rule the admin API cannot take; ``field`` names the field at fault (the error's param)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +59,21 @@ class Rule:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], rule_id: int) -> Rule:
-        """A rule as the admin API takes it; ``ValueError`` with a readable message if wrong."""
+        """A rule as the admin API takes it; :class:`RuleFieldError` (a ``ValueError``) with a
+        readable message naming the field if wrong."""
         known = {"faults", "path", "model", "stream", "tools", "retry_attempt", "nth", "times", "session"}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown rule fields: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+            raise RuleFieldError(
+                f"unknown rule fields: {', '.join(unknown)} (known: {', '.join(sorted(known))})", unknown[0]
+            )
         spec = data.get("faults")
         if not isinstance(spec, str) or not spec.strip():
-            raise ValueError("a rule needs 'faults': a fault spec such as \"http.503@p=0.5\"")
+            raise RuleFieldError("a rule needs 'faults': a fault spec such as \"http.503@p=0.5\"", "faults")
         try:
             faults = parse(spec)
         except FaultError as exc:
-            raise ValueError(str(exc)) from None
+            raise RuleFieldError(str(exc), "faults") from None
         nth = data.get("nth") or ()
         if isinstance(nth, int):
             nth = (nth,)
@@ -78,9 +89,9 @@ class Rule:
         for name, kind in checks.items():
             value = data.get(name)
             if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-                raise ValueError(f"rule field {name!r} must be a {kind.__name__}")
-        if not all(isinstance(n, int) and n >= 1 for n in nth):
-            raise ValueError("rule field 'nth' must be a call number ≥ 1 or a list of them")
+                raise RuleFieldError(f"rule field {name!r} must be a {kind.__name__}", name)
+        if not isinstance(nth, list | tuple) or not all(isinstance(n, int) and n >= 1 for n in nth):
+            raise RuleFieldError("rule field 'nth' must be a call number ≥ 1 or a list of them", "nth")
         return cls(
             faults=faults,
             id=rule_id,

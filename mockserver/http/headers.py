@@ -2,7 +2,9 @@
 
 Asked by clients: ``session`` (a test worker's own rules, journal and replay places),
 ``fault`` (faults for this request), ``cassette`` and ``record-mode`` (which recordings, and
-whether to record). Sent back: ``seed`` (the request's seed), ``faults`` (the faults applied),
+whether to record: privileged, see :mod:`mockserver.http.auth`), ``admin-token`` (the
+``--admin-token`` on a provider path, whose ``Authorization`` holds the API key).
+Sent back: ``seed`` (the request's seed), ``faults`` (the faults applied),
 ``source`` (which backend answered: ``script``, ``replay``, ``record``, ``reference``, or
 ``miss`` for a cassette miss).
 """
@@ -10,6 +12,7 @@ whether to record). Sent back: ``seed`` (the request's seed), ``faults`` (the fa
 from __future__ import annotations
 
 __all__ = [
+    "ADMIN_TOKEN",
     "CASSETTE",
     "FAULT",
     "FAULTS",
@@ -28,6 +31,7 @@ SESSION = b"x-mockserver-session"
 FAULT = b"x-mockserver-fault"
 CASSETTE = b"x-mockserver-cassette"
 RECORD_MODE = b"x-mockserver-record-mode"
+ADMIN_TOKEN = b"x-mockserver-admin-token"
 SEED = b"x-mockserver-seed"
 FAULTS = b"x-mockserver-faults"
 SOURCE = b"x-mockserver-source"

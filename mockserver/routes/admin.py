@@ -1,17 +1,19 @@
 """The admin API under ``/__mockserver/``: faults, rules, scripted answers, the journal, the clock, reset.
 
 It never shares a path with a provider surface, answers loopback clients only unless
-``--admin-remote``, and wants ``Authorization: Bearer <--admin-token>`` when one is set.
-Everything is JSON; errors use OpenAI's envelope like the rest of the server. A
-``session`` (query parameter or ``x-mockserver-session``) scopes rules, scripted answers,
-the journal and reset to one test worker.
+``--admin-remote``, and wants ``Authorization: Bearer <--admin-token>`` when one is set (the
+admin rule, :func:`mockserver.http.auth.admin_problem`). Everything is JSON; errors use
+OpenAI's envelope like the rest of the server. A ``session`` (query parameter,
+``x-mockserver-session``, or a rule's ``session`` field) scopes rules, scripted answers, the
+journal and reset to one test worker. Where a request gives it more than once, every place
+must agree (400 naming ``session``), and a request that gives a session never makes a global
+rule: a body's ``"session": null`` under a session header is scoped to the header's session.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -21,23 +23,18 @@ from starlette.routing import BaseRoute, Route
 from mockserver.answers.script import RuleError
 from mockserver.clock import VirtualClock
 from mockserver.context import ServerContext
-from mockserver.errors import APIError, AuthenticationError, InvalidRequest, NotFound
+from mockserver.errors import InvalidRequest, NotFound
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
+from mockserver.faults.rules import RuleFieldError
 from mockserver.http import headers as h
+from mockserver.http.auth import admin_problem
 from mockserver.http.body import parse_json
 from mockserver.http.sse import dumps
 
 __all__ = ["routes"]
 
 PREFIX = "/__mockserver"
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
-
-
-class Forbidden(APIError):
-    status = 403
-    type = "invalid_request_error"
-
 
 Handler = Callable[[Request, ServerContext], Awaitable[Any]]
 
@@ -45,14 +42,10 @@ Handler = Callable[[Request, ServerContext], Awaitable[Any]]
 def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         ctx: ServerContext = request.app.state.ctx
-        access = ctx.admin
-        client = request.client.host if request.client is not None else ""
-        if not access.remote and client not in _LOOPBACK:
-            raise Forbidden("The admin API answers loopback clients only (start with --admin-remote).")
-        if access.token:
-            scheme, _, token = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), access.token):
-                raise AuthenticationError("The admin API needs 'Authorization: Bearer <admin token>'.")
+        client = request.client.host if request.client is not None else None
+        problem = admin_problem(ctx.admin, client, request.headers.raw, "The admin API")
+        if problem is not None:
+            raise problem
         body = await handler(request, ctx)
         return Response(dumps(body), media_type="application/json")
 
@@ -60,7 +53,32 @@ def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 def _session(request: Request) -> str | None:
-    return request.query_params.get("session") or request.headers.get(h.name(h.SESSION)) or None
+    """The session of the query parameter or the header (400 naming ``session`` if they differ)."""
+    query = request.query_params.get("session") or None
+    header = request.headers.get(h.name(h.SESSION)) or None
+    if query is not None and header is not None and query != header:
+        raise InvalidRequest(
+            f"The session is given twice and differs: ?session={query!r}, {h.name(h.SESSION)}: {header!r}.",
+            param="session",
+        )
+    return query or header
+
+
+def _scoped(item: Mapping[str, Any], session: str | None) -> dict[str, Any]:
+    """A rule as sent, scoped to the request's ``session``: a rule naming another session is a
+    400 naming ``session``, and one naming none (absent or null) gets the request's, so a
+    session-scoped request can never make a global rule."""
+    data = dict(item)
+    own = data.get("session")
+    if session is not None:
+        if own is not None and own != session:
+            raise InvalidRequest(
+                f"The rule's session {own!r} differs from the request's session {session!r} "
+                f"({h.name(h.SESSION)} or ?session=).",
+                param="session",
+            )
+        data["session"] = session
+    return data
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -73,9 +91,8 @@ async def faults(request: Request, ctx: ServerContext) -> Any:
     (of the session). DELETE: drop the session's rules (all rules without a session)."""
     rules = ctx.chaos.rules
     if request.method == "POST":
-        data = await _body(request)
-        session = data.get("session", _session(request))
-        return _added(rules.add, {"faults": data.get("faults"), "session": session})
+        data = _scoped(await _body(request), _session(request))
+        return _added(rules.add, {"faults": data.get("faults"), "session": data.get("session")})
     if request.method == "DELETE":
         rules.clear(_session(request))
         return {"cleared": True}
@@ -90,18 +107,15 @@ async def faults(request: Request, ctx: ServerContext) -> Any:
 def _added(add: Callable[[dict[str, Any]], Any], data: dict[str, Any]) -> Any:
     try:
         return add({k: v for k, v in data.items() if v is not None}).to_json()
-    except ValueError as exc:
-        raise InvalidRequest(str(exc), param="faults") from None
+    except RuleFieldError as exc:
+        raise InvalidRequest(str(exc), param=exc.field) from None
 
 
 async def rules(request: Request, ctx: ServerContext) -> Any:
     """GET: the rules (of the session). POST a rule. DELETE: drop the session's rules."""
     book = ctx.chaos.rules
     if request.method == "POST":
-        data = await _body(request)
-        if "session" not in data and _session(request) is not None:
-            data["session"] = _session(request)
-        return _added(book.add, data)
+        return _added(book.add, _scoped(await _body(request), _session(request)))
     if request.method == "DELETE":
         book.clear(_session(request))
         return {"cleared": True}
@@ -122,8 +136,9 @@ async def answers(request: Request, ctx: ServerContext) -> Any:
     rule but the ``--rules`` file's, without a session)."""
     script, session = ctx.script, _session(request)
     if request.method == "POST":
+        items = [_scoped(i, session) if isinstance(i, Mapping) else i for i in await _rule_list(request)]
         try:
-            added = script.extend(await _rule_list(request), session)
+            added = script.extend(items, session)
         except RuleError as exc:
             raise InvalidRequest(str(exc), param=exc.field) from None
         return {"rules": [r.to_json() for r in added]}

@@ -527,7 +527,10 @@ def test_admin_adds_lists_and_clears_answers(admin: TestClient) -> None:
 def test_admin_answers_are_session_scoped(admin: TestClient) -> None:
     admin.post(ADMIN + "/answers", json={"text": "one"}, headers={"x-mockserver-session": "s1"})
     admin.post(ADMIN + "/answers", params={"session": "s2"}, json={"text": "two"})
-    admin.post(ADMIN + "/answers", params={"session": "s2"}, json={"text": "mine", "session": "s3"})
+    # a rule naming another session than its request's is refused (issue 16: sessions must agree)
+    other = admin.post(ADMIN + "/answers", params={"session": "s2"}, json={"text": "mine", "session": "s3"})
+    assert other.status_code == 400 and other.json()["error"]["param"] == "session"
+    admin.post(ADMIN + "/answers", json={"text": "mine", "session": "s3"})  # without a request session it may
     assert [r["text"] for r in admin.get(ADMIN + "/answers", params={"session": "s1"}).json()["rules"]] == ["one"]
     got = admin.get(ADMIN + "/answers", headers={"x-mockserver-session": "s2"}).json()["rules"]
     assert [(r["text"], r["session"]) for r in got] == [("two", "s2")]
