@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from mockserver.backends.replay import vetted
 from mockserver.cassettes.format import Interaction, Request, Response, StreamCapture
 from mockserver.cassettes.library import HOP, MISS_HEADERS, Library
-from mockserver.errors import APIError, NotFound
+from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.http import headers as h
 from mockserver.http.headers import PREFIX
 from mockserver.spine.backend import Declined
@@ -50,13 +51,20 @@ class RecordBackend:
 
     async def answer(self, source: Source) -> AsyncIterator[Event]:
         library, options = self.library, self.library.options
+        vetted(library, source)  # the cassette name and the mode ceiling, before anything is fetched
+        cassette = library.cassette(source)
+        try:
+            library.dir.resolve(cassette)  # a symlink that leads out: refused before the upstream is asked
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"Invalid {h.name(h.CASSETTE)}: {exc}.", param=h.name(h.CASSETTE), code="invalid_cassette_name"
+            ) from None
         if not library.records(source):
             raise Declined()
         if not options.upstream:
             raise Declined(
                 NotFound("Recording is on but no --upstream is set.", code="cassette_miss", headers=dict(MISS_HEADERS))
             )
-        cassette = library.cassette(source)
         url = options.upstream.rstrip("/") + source.target
         headers = [
             (k.decode("latin-1"), v.decode("latin-1"))

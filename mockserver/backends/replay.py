@@ -10,6 +10,13 @@ Frames leave at their recorded offsets × the replay pace (0: at once).
 
 A request nothing recorded is declined with the miss that names the closest recording, which
 the client gets when no later backend answers.
+
+Before either cassette backend does anything for a request, :func:`vetted` checks what its
+headers ask: a cassette name that stays inside the directory (400 naming
+``x-mockserver-cassette``), and a record mode no higher than the server's own
+``--record-mode``, the ceiling, in the order ``none < once < new_episodes < all`` (403 naming
+``x-mockserver-record-mode``). Who may send those headers at all is the admin rule's
+(:class:`mockserver.http.auth.RecordingGuard`).
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from mockserver.cassettes.files import check_name
 from mockserver.cassettes.format import Interaction
-from mockserver.cassettes.library import HOP, Library, decoded
+from mockserver.cassettes.library import HOP, RECORD_MODES, Library, RecordMode, decoded
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.cassettes.refold import fold, unfold
+from mockserver.errors import Forbidden, InvalidRequest
+from mockserver.http import headers as h
 from mockserver.http.sse import dumps
 from mockserver.spine.backend import Declined
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
@@ -31,7 +41,7 @@ from mockserver.spine.request import GenerationRequest, Source
 if TYPE_CHECKING:
     from mockserver.backends import Parts
 
-__all__ = ["ReplayBackend", "from_parts", "replayed"]
+__all__ = ["ReplayBackend", "from_parts", "replayed", "vetted"]
 
 Headers = tuple[tuple[bytes, bytes], ...]
 _JSON = (b"content-type", b"application/json")
@@ -50,7 +60,7 @@ class ReplayBackend:
 
     async def answer(self, source: Source) -> AsyncIterator[Event]:
         """The recording of ``source`` (any endpoint's: it needs nothing but the request)."""
-        if self.library.mode(source) == "all":
+        if vetted(self.library, source) == "all":
             raise Declined()
         interaction = self.library.next(source, self.order)
         if interaction is None:
@@ -68,6 +78,30 @@ class ReplayBackend:
             made = self._made[key] = tuple([event async for event in replayed(interaction, source, 0.0)])
         for event in made:
             yield event
+
+
+def vetted(library: Library, source: Source) -> RecordMode:
+    """The request's record mode, once its headers are known to ask nothing they may not: a
+    cassette name :func:`~mockserver.cassettes.files.check_name` takes (400), a known mode
+    (400), and one no higher than the server's own (403): a request may record less than the
+    server would, never more."""
+    if source.cassette is not None:
+        try:
+            check_name(source.cassette)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"Invalid {h.name(h.CASSETTE)}: {exc}.", param=h.name(h.CASSETTE), code="invalid_cassette_name"
+            ) from None
+    mode = library.mode(source)
+    ceiling = library.options.record_mode
+    if RECORD_MODES.index(mode) > RECORD_MODES.index(ceiling):
+        raise Forbidden(
+            f"{h.name(h.RECORD_MODE)} '{mode}' is above this server's --record-mode '{ceiling}' "
+            f"(none < once < new_episodes < all); a request may record less than the server, never more.",
+            param=h.name(h.RECORD_MODE),
+            code="record_mode_above_ceiling",
+        )
+    return mode
 
 
 async def replayed(interaction: Interaction, source: Source, pace: float) -> AsyncIterator[Event]:

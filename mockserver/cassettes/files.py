@@ -52,7 +52,17 @@ from mockserver.cassettes.format import (
     loads,
 )
 
-__all__ = ["SUFFIXES", "CassetteDir", "CassetteError", "append", "load", "resolve_name", "save"]
+__all__ = [
+    "MAX_NAME",
+    "SUFFIXES",
+    "CassetteDir",
+    "CassetteError",
+    "append",
+    "check_name",
+    "load",
+    "resolve_name",
+    "save",
+]
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -74,19 +84,42 @@ def _format(path: Path) -> str:
     return "json" if path.suffix == ".json" else "yaml"
 
 
-def resolve_name(root: Path, name: str) -> Path:
-    """The real path of cassette ``name`` under ``root``; ``.yaml`` is added when ``name``
-    has none of :data:`SUFFIXES`. Raises ``ValueError`` for names that leave ``root``."""
+MAX_NAME = 255  # characters in a cassette name
+# Bytes (UTF-8) in one part of a name: filesystems allow 255 per file name, and the stored name
+# grows by its suffix and, while it is written, by the temporary file's ``.NAME.XXXXXXXX.tmp``.
+MAX_PART = 200
+
+
+def check_name(name: str) -> None:
+    """``ValueError`` saying why ``name`` cannot name a cassette: empty, over :data:`MAX_NAME`
+    characters (or a part over :data:`MAX_PART` bytes), holding a NUL, absolute, or with a
+    ``..`` part. No filesystem access: a name from a request header is checked before anything
+    is read, written or fetched for it."""
     if not name or "\x00" in name:
-        raise ValueError(f"invalid cassette name {name!r}")
+        raise ValueError(f"invalid cassette name {name[:40]!r}")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"cassette name of {len(name)} characters: at most {MAX_NAME}")
     posix, windows = PurePosixPath(name), PureWindowsPath(name)
     if posix.is_absolute() or windows.is_absolute() or windows.drive:
         raise ValueError(f"cassette name {name!r} must be relative to the cassette directory")
     if ".." in posix.parts or ".." in windows.parts:
         raise ValueError(f"cassette name {name!r} must not contain '..'")
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_PART for part in posix.parts):
+        raise ValueError(f"a part of cassette name {name[:40]!r}… is over {MAX_PART} bytes")
+
+
+def resolve_name(root: Path, name: str) -> Path:
+    """The real path of cassette ``name`` under ``root``; ``.yaml`` is added when ``name``
+    has none of :data:`SUFFIXES`. Raises ``ValueError`` for names that :func:`check_name`
+    refuses or that leave ``root`` (through a symlink)."""
+    check_name(name)
+    posix = PurePosixPath(name)
     relative = posix if posix.suffix in SUFFIXES else posix.with_name(posix.name + ".yaml")
     real_root = root.resolve()
-    real = (real_root / relative).resolve()
+    try:
+        real = (real_root / relative).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a part the OS will not take
+        raise ValueError(f"cassette name {name!r} does not resolve: {type(exc).__name__}") from None
     if not real.is_relative_to(real_root):
         raise ValueError(f"cassette name {name!r} resolves outside the cassette directory {root} (a symlink?)")
     return real

@@ -202,7 +202,9 @@ def mockserver(
     if chosen["cassette"]:
         cassette = cassette_name(item) if chosen["cassette"] is True else str(chosen["cassette"])
         settings |= {"cassettes": str(here / chosen["cassette_dir"])}
-        settings |= {"upstream": chosen["upstream"]} if chosen["upstream"] else {}
+        # The server's --record-mode is the ceiling a request's own mode may not pass: with an
+        # upstream, "all", so every test's mode (a header the handle always sends) is allowed.
+        settings |= {"upstream": chosen["upstream"], "record_mode": "all"} if chosen["upstream"] else {}
     server = _mockserver_servers.get(settings, inprocess=bool(chosen["inprocess"]))
     handle = MockServer(
         server,

@@ -223,14 +223,15 @@ def test_a_named_cassette_replays_only_its_own_and_sessions_keep_their_own_place
     """What one server shared by many tests needs: per-request record mode and cassette, and
     replay positions per session that a reset starts again."""
     seeds = [{**BODY, "seed": s} for s in (1, 2)]
-    with _server(tmp_path, upstream=upstream.url) as server:  # --record-mode none
+    # --record-mode all: the ceiling; each request asks its own mode (none: replay only)
+    with _server(tmp_path, upstream=upstream.url, record_mode="all") as server:
         url = server.base_url + "/chat/completions"
         for body in seeds:  # recorded into a.yaml only, because the request asked to record
             head = {"x-mockserver-cassette": "a.yaml", "x-mockserver-record-mode": "new_episodes"}
             assert httpx.post(url, json=body, headers=head).headers["x-mockserver-source"] == "record"
-        first = {"x-mockserver-cassette": "a.yaml"}
+        first = {"x-mockserver-cassette": "a.yaml", "x-mockserver-record-mode": "none"}
         assert httpx.post(url, json=seeds[0], headers=first).headers["x-mockserver-source"] == "replay"
-        other = httpx.post(url, json=seeds[0], headers={"x-mockserver-cassette": "b.yaml"})
+        other = httpx.post(url, json=seeds[0], headers={**first, "x-mockserver-cassette": "b.yaml"})
         assert other.status_code == 404 and other.json()["error"]["code"] == "cassette_miss"
         bad = httpx.post(url, json=seeds[0], headers={"x-mockserver-record-mode": "sometimes"})
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "x-mockserver-record-mode"
@@ -245,7 +246,11 @@ def test_a_named_cassette_replays_only_its_own_and_sessions_keep_their_own_place
         assert made[1] == "content_filter" != made[0]
 
         def replayed(session: str) -> str:
-            head = {"x-mockserver-cassette": "twice.yaml", "x-mockserver-session": session}
+            head = {
+                "x-mockserver-cassette": "twice.yaml",
+                "x-mockserver-record-mode": "none",
+                "x-mockserver-session": session,
+            }
             reply = httpx.post(url, json=BODY, headers=head)
             assert reply.headers["x-mockserver-source"] == "replay"
             return str(reply.json()["choices"][0]["finish_reason"])
