@@ -86,3 +86,18 @@ def test_serve_with_such_faults_exits_2_with_one_line(spec: str, capsys: pytest.
     assert main(["serve", "--faults", spec]) == 2
     err = capsys.readouterr().err.strip()
     assert "--faults" in err and "finite" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec", ["http.429,retry_after=inf", "http.500@p=nan", "http.429,retry_after=1e400"])
+def test_the_header_and_the_admin_api_refuse_it_and_the_server_goes_on(spec: str) -> None:
+    from starlette.testclient import TestClient
+
+    from mockserver.app import create_app
+
+    with TestClient(create_app(Settings()), base_url="http://127.0.0.1") as client:
+        by_header = client.get("/v1/models", headers={"x-mockserver-fault": spec})
+        assert by_header.status_code == 400 and by_header.json()["error"]["param"] == "x-mockserver-fault"
+        by_admin = client.post("/__mockserver/faults", json={"faults": spec})
+        assert by_admin.status_code == 400 and by_admin.json()["error"]["param"] == "faults"
+        assert client.get("/__mockserver/rules").json()["rules"] == []
+        assert client.get("/v1/models").status_code == 200  # nothing was kept that breaks later requests
