@@ -33,7 +33,7 @@ from mockserver.faults.latency import Timeline
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
 from mockserver.gpt.tokenizer import ASSETS
-from mockserver.http.auth import BearerAuth
+from mockserver.http.auth import BearerAuth, RecordingGuard
 from mockserver.http.limits import BodyLimits, Limits
 from mockserver.http.metrics import Metrics, MetricsLayer
 from mockserver.http.prefix import ProfilePrefix
@@ -205,6 +205,9 @@ def create_app(
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), answer=_answer)
     if settings.injector:
         app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
+    if settings.cassettes:
+        # The recording headers call the upstream and write files: the admin API's access rule.
+        app.add_middleware(RecordingGuard, admin=ctx.admin, answer=_answer)
     # Every path, before anything reads the body: its size, depth and numbers (413 / 400).
     app.add_middleware(BodyLimits, limits=limits, answer=_answer)
     # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….

@@ -18,7 +18,6 @@ from starlette.testclient import TestClient
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.http.auth import RecordingGuard
 from tests.support.live import FROZEN, Live, serve_in_thread
 
 BODY: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 1}
@@ -133,15 +132,6 @@ def test_a_cassette_name_through_a_symlink_out_is_refused(upstream: tuple[Live, 
     assert len(calls) == before and list(outside.iterdir()) == []
 
 
-def _wired(app: Any) -> bool:
-    return any(m.cls is RecordingGuard for m in app.user_middleware)
-
-
-@pytest.mark.xfail(
-    not _wired(create_app(Settings(cassettes="/nonexistent-cassettes"))),
-    reason="create_app (mockserver/app.py) does not add the RecordingGuard middleware yet",
-    strict=True,
-)
 @pytest.mark.parametrize("header", [MODE, CASSETTE])
 def test_a_remote_client_may_not_send_the_recording_headers(
     upstream: tuple[Live, list[str]], tmp_path: Path, header: str
@@ -155,5 +145,5 @@ def test_a_remote_client_may_not_send_the_recording_headers(
         response = remote.post("/v1/chat/completions", json=BODY, headers={header: value})
         error = response.json()["error"]
         assert response.status_code == 403 and error["param"] == header
-        assert remote.get("/v1/models").status_code == 200  # still serving
+        assert remote.get("/health").status_code == 200  # still serving
     assert len(calls) == before and _files(tmp_path) == []
