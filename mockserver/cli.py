@@ -7,18 +7,33 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata
+import re
 import socket
 import sys
 import typing
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from mockserver import __version__
 from mockserver.config import Settings
+from mockserver.profiles import PROFILES
 
-__all__ = ["banner", "build_parser", "main", "settings_from_args"]
+__all__ = ["LOG_LEVELS", "banner", "build_parser", "choices_of", "main", "settings_from_args", "version"]
+
+# uvicorn's level names (uvicorn.config.LOG_LEVELS, which lower-cases what it is given), written
+# out so the CLI need not import uvicorn to show them; a test keeps the two lists equal.
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+# Settings fields that are plain strings yet take one of a fixed set of names. Settings itself
+# checks the profile; the log level it leaves to uvicorn, so the CLI checks that one (see main).
+NAMED_CHOICES: dict[str, tuple[str, ...]] = {"profile": tuple(PROFILES), "log_level": LOG_LEVELS}
+
+# Strings with a grammar rather than a list of names: shown as their forms in --help.
+FORMS: dict[str, str] = {"replay_timing": "{instant,recorded,scaled:X}", "store": "{memory,sqlite:PATH}"}
 
 
 def _is_bool(annotation: Any) -> bool:
@@ -27,6 +42,74 @@ def _is_bool(annotation: Any) -> bool:
 
 def _is_list(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list
+
+
+def choices_of(name: str) -> tuple[str, ...]:
+    """The values a setting takes, when they are a fixed list of names (else empty)."""
+    annotation = Settings.model_fields[name].annotation
+    if typing.get_origin(annotation) is Literal:
+        return tuple(str(arg) for arg in typing.get_args(annotation))
+    return NAMED_CHOICES.get(name, ())
+
+
+def version() -> str:
+    """The installed distribution's version; the package's own in a bare source checkout."""
+    try:
+        return importlib.metadata.version("mockserver")
+    except importlib.metadata.PackageNotFoundError:
+        return __version__
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+_BOOL_FLAGS = {
+    form
+    for name, field in Settings.model_fields.items()
+    if _is_bool(field.annotation)
+    for form in (_flag(name), "--no-" + name.replace("_", "-"))
+}
+
+
+def _no_value(flag: str, value: str) -> str:
+    positive = flag.replace("--no-", "--", 1)
+    return f"{flag}: takes no value (got {value}); write {positive} or --no-{positive[2:]}"
+
+
+def _reword(message: str, argv: Sequence[str]) -> str:
+    """argparse's own complaints, reworded to lead with the flag as the Settings errors do."""
+    extra = re.fullmatch(r"unrecognized arguments: (.*)", message)
+    if extra:
+        first = extra.group(1).split(" ")[0]
+        at = list(argv).index(first) if first in argv else -1
+        # `--injector false` reads as a value to a person; to argparse it is a stray word.
+        if at > 0 and argv[at - 1] in _BOOL_FLAGS:
+            return _no_value(argv[at - 1], repr(first))
+        return f"{message} (see --help)"
+    argument = re.fullmatch(r"argument (\S+): (.*)", message)
+    if not argument:
+        return message
+    flag, problem = argument.group(1).split("/")[0], argument.group(2)
+    if ignored := re.fullmatch(r"ignored explicit argument (.*)", problem):
+        return _no_value(flag, ignored.group(1))
+    if choice := re.fullmatch(r"invalid choice: (.*) \(choose from (.*)\)", problem):
+        names = choice.group(2).replace("'", "")
+        if not flag.startswith("-"):  # the subcommand's place (its dest or metavar): a command
+            return f"{choice.group(1)} is not a command; choose from {names}"
+        return f"{flag}: {choice.group(1)} is not a choice; choose from {names}"
+    if problem == "expected one argument":
+        return f"{flag}: needs a value"
+    return f"{flag}: {problem}"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors in one line that leads with the flag, no usage block above."""
+
+    argv: Sequence[str] = ()  # the command line being parsed, for rewording (set by main)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"mockserver: {_reword(message, self.argv)}\n")
 
 
 # How `serve --help` groups the flags, by topic. Presentation only: the flags themselves come
@@ -87,7 +170,7 @@ def add_settings_flags(parser: argparse.ArgumentParser) -> None:
         if "environment only" in (field.description or ""):
             continue  # secrets stay out of argv (and so out of `ps` and shell history)
         group = home.get(name, other)
-        flag = "--" + name.replace("_", "-")
+        flag = _flag(name)
         annotation = field.annotation
         default = field.get_default(call_default_factory=True)
         shown = ",".join(default) if isinstance(default, list) else default
@@ -95,7 +178,11 @@ def add_settings_flags(parser: argparse.ArgumentParser) -> None:
         if _is_bool(annotation):
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
-            metavar = "A,B,..." if _is_list(annotation) else name.upper()
+            # Choices shown as argparse shows its own ({a,b}) but checked by Settings, so a
+            # flag and its environment variable are held to the same rule and the same message.
+            choices = choices_of(name)
+            metavar = "{" + ",".join(choices) + "}" if choices else FORMS.get(name, name.upper())
+            metavar = "A,B,..." if _is_list(annotation) else metavar
             group.add_argument(flag, dest=name, default=None, metavar=metavar, help=help_text)
 
 
@@ -124,15 +211,17 @@ Every serve flag is also an environment variable: --model-threads 4 is
 MOCKSERVER_MODEL_THREADS=4. 'mockserver serve --help' lists them all."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="mockserver",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the examples' layout
     )
+    parser.add_argument("--version", action="version", version=f"mockserver {version()}")
     # The default metavar, {serve,cassettes}: a short one squeezes the summaries' column.
-    commands = parser.add_subparsers(dest="command", required=True, title="commands")
+    # Not required: with no command main prints this help (exit 0) rather than an error.
+    commands = parser.add_subparsers(dest="command", title="commands")
     serve = commands.add_parser(
         "serve",
         usage="mockserver serve [options]",  # not every flag in one usage line
@@ -142,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_settings_flags(serve)
     cassettes = commands.add_parser("cassettes", help="check recorded cassettes for secrets before committing")
-    cassette_actions = cassettes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cassette_actions = cassettes.add_subparsers(dest="action", metavar="ACTION")
+    cassettes.set_defaults(help_of=cassettes)  # `mockserver cassettes` alone prints this help
     check = cassette_actions.add_parser(
         "check",
         help="exit 1 if a secret is present under DIR or a cassette there does not load (for CI)",
@@ -250,19 +340,52 @@ def serve(settings: Settings) -> None:
         raise SystemExit(130) from None
 
 
+def _setting_error(error: ErrorDetails, flags: set[str]) -> str:
+    """One pydantic error as one line that names the flag (or the environment variable the
+    value came from) and, for a choice, the choices."""
+    name = str(error["loc"][0]) if error["loc"] else ""
+    where = _flag(name) if name in flags or not name else f"{_flag(name)} (from MOCKSERVER_{name.upper()})"
+    given = error.get("input")
+    if error["type"] == "literal_error":
+        problem = f"{given!r} is not a choice; choose from {', '.join(choices_of(name))}"
+    elif error["type"] == "value_error":  # our validators' messages already name the value
+        problem = str(error["msg"]).removeprefix("Value error, ")
+        problem += "" if repr(given) in problem or not given else f" (got {given!r})"
+    else:
+        message = str(error["msg"])
+        problem = f"{message[:1].lower()}{message[1:]} (got {given!r})"
+    return f"mockserver: {where}: {problem}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser.argv = argv
+    args = parser.parse_args(argv)
+    # A command line that names no command (or no cassettes action) asks what there is.
+    if args.command is None:
+        parser.print_help()
+        return 0
     if args.command == "cassettes":
+        if args.action is None:
+            args.help_of.print_help()
+            return 0
         from mockserver.cassettes.check import check_cassettes  # imported only for this command
 
         return check_cassettes(args.dir, args.pattern)
+    flags = {name for name, value in vars(args).items() if value is not None}
     try:
         settings = settings_from_args(args)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
-            where = ".".join(str(p) for p in error["loc"])
-            message = str(error["msg"]).removeprefix("Value error, ")
-            print(f"mockserver: invalid --{where.replace('_', '-')}: {message}", file=sys.stderr)
+            print(_setting_error(error, flags), file=sys.stderr)
+        return 2
+    if settings.log_level.lower() not in LOG_LEVELS:  # uvicorn would end in a KeyError traceback
+        where = "--log-level" if "log_level" in flags else "--log-level (from MOCKSERVER_LOG_LEVEL)"
+        print(
+            f"mockserver: {where}: {settings.log_level!r} is not a choice; choose from {', '.join(LOG_LEVELS)}",
+            file=sys.stderr,
+        )
         return 2
     if args.command == "serve":
         serve(settings)

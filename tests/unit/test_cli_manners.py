@@ -1,0 +1,210 @@
+"""The command line's manners: help when no command is given, ``--version``, a bad value as one
+line naming the flag and its choices (exit 2, never a traceback), the choices in ``--help``, and
+the README's options table checked against the real flags."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mockserver import __version__
+from mockserver.cli import LOG_LEVELS, build_parser, choices_of, main, version
+from mockserver.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            serve: argparse.ArgumentParser = action.choices["serve"]
+            return serve
+    raise AssertionError("no subcommands")
+
+
+def _exit(argv: list[str]) -> int:
+    """main's exit code, whether it returns it or argparse raises it."""
+    try:
+        return main(argv)
+    except SystemExit as exited:
+        return int(exited.code or 0)
+
+
+# --- no command, --version -----------------------------------------------------------------
+
+
+def test_no_command_prints_the_help_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # Exit 0, as `git` or `pip` alone do: asking what there is, not a mistake.
+    assert _exit([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: mockserver")
+    assert "serve" in out and "cassettes" in out and "examples:" in out
+    assert "required" not in out + err and err == ""
+
+
+def test_cassettes_alone_prints_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(["cassettes"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: mockserver cassettes")
+    assert "check" in out and err == ""
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(["--version"]) == 0
+    assert capsys.readouterr().out == f"mockserver {version()}\n"
+    try:
+        assert version() == importlib.metadata.version("mockserver")
+    except importlib.metadata.PackageNotFoundError:
+        assert version() == __version__
+
+
+# --- bad values: one line, the flag first, the choices, exit 2 ------------------------------
+
+BAD = [
+    pytest.param(["--backend", "foo"], "--backend", ["'foo'", "script, replay, record, reference"], id="backend"),
+    pytest.param(["--on-miss", "x"], "--on-miss", ["'x'", "error, reference"], id="on-miss"),
+    pytest.param(["--record-mode", "x"], "--record-mode", ["'x'", "none, once, new_episodes, all"], id="record-mode"),
+    pytest.param(["--replay-timing", "x"], "--replay-timing", ["'x'", "instant, recorded, or scaled:X"], id="timing"),
+    pytest.param(["--profile", "x"], "--profile", ["'x'", "openai, fireworks"], id="profile"),
+    pytest.param(["--log-level", "loud"], "--log-level", ["'loud'", ", ".join(LOG_LEVELS)], id="log-level"),
+    pytest.param(["--injector", "false"], "--injector", ["'false'", "--injector or --no-injector"], id="bool-word"),
+    pytest.param(["--strict=1"], "--strict", ["'1'", "--strict or --no-strict"], id="bool-equals"),
+    pytest.param(["--port", "70000"], "--port", ["65535", "'70000'"], id="port-range"),
+    pytest.param(["--seed", "seven"], "--seed", ["integer", "'seven'"], id="int"),
+    pytest.param(["--port"], "--port", ["needs a value"], id="missing-value"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "says"), BAD)
+def test_a_bad_value_is_one_line_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str, says: list[str]
+) -> None:
+    assert _exit(["serve", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1, err  # one line, no usage block above it
+    assert err.startswith(f"mockserver: {flag}: "), err
+    for part in says:
+        assert part in err, (part, err)
+
+
+def test_an_unknown_command_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mockserver", "sevre"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr == "mockserver: 'sevre' is not a command; choose from serve, cassettes\n"
+
+
+def test_a_bad_environment_value_names_the_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOCKSERVER_ON_MISS", "sometimes")
+    monkeypatch.setenv("MOCKSERVER_LOG_LEVEL", "loud")
+    assert _exit(["serve"]) == 2
+    assert capsys.readouterr().err == (
+        "mockserver: --on-miss (from MOCKSERVER_ON_MISS): 'sometimes' is not a choice; choose from error, reference\n"
+    )
+    monkeypatch.delenv("MOCKSERVER_ON_MISS")
+    assert _exit(["serve"]) == 2
+    assert "--log-level (from MOCKSERVER_LOG_LEVEL): 'loud'" in capsys.readouterr().err
+
+
+def test_no_traceback_from_the_real_command() -> None:
+    # The process as users run it: `--backend foo` and `--log-level loud` once ended in tracebacks.
+    for argv in (["--backend", "foo"], ["--log-level", "loud"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "mockserver", "serve", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_log_levels_are_uvicorns() -> None:
+    from uvicorn.config import LOG_LEVELS as UVICORN
+
+    assert set(LOG_LEVELS) == set(UVICORN)
+
+
+# --- --help lists the choices ------------------------------------------------------------------
+
+
+def test_help_lists_the_choices_of_every_enum_setting() -> None:
+    help_text = _serve_parser().format_help()
+    enums = [name for name in Settings.model_fields if choices_of(name)]
+    assert {"record_mode", "on_miss", "profile", "log_level"} <= set(enums)
+    for name in enums:
+        shown = "{" + ",".join(choices_of(name)) + "}"
+        assert f"--{name.replace('_', '-')} {shown}" in help_text, name
+
+
+# --- the README's options table is the flags ---------------------------------------------------
+
+
+def _options_table() -> list[tuple[list[str], str]]:
+    """(flags, default cell) for each row of the README's Options table."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("| `--"):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows.append((re.findall(r"`(--[a-z][a-z-]*)", cells[0]), cells[1]))
+    return rows
+
+
+def _serve_flags() -> dict[str, str]:
+    """Every positive serve flag → its Settings field."""
+    flags = {}
+    for action in _serve_parser()._actions:
+        for option in action.option_strings:
+            if option.startswith("--") and not option.startswith("--no-") and option != "--help":
+                flags[option] = action.dest
+    return flags
+
+
+def _agrees(stated: str, name: str) -> bool:
+    """Whether a default as the table states it is the setting's default. Prose ("30 days",
+    "each profile's own ids") states nothing checkable and passes."""
+    default = Settings.model_fields[name].get_default(call_default_factory=True)
+    if name == "backend":
+        default = ",".join(Settings().chain())  # the table gives the chain the empty default means
+    code = re.search(r"`([^`]*)`", stated)
+    if code is None:
+        word = stated.split(" ")[0]
+        return {"off": not default, "none": not default, "on": default is True}.get(word, True)
+    value = code.group(1)
+    if isinstance(default, bool):
+        return False  # a boolean is on or off, not a literal
+    if isinstance(default, int | float):
+        return float(value) == default
+    shown = ",".join(default) if isinstance(default, list) else str(default)
+    return shown.startswith(value.removesuffix("…")) if value.endswith("…") else shown == value
+
+
+def test_every_flag_is_in_the_readme_table_and_no_other() -> None:
+    documented = [flag for flags, _ in _options_table() for flag in flags]
+    assert len(documented) == len(set(documented)), "a flag in two rows"
+    real = _serve_flags()
+    assert sorted(set(real) - set(documented)) == [], "flags missing from README's Options table"
+    assert sorted(set(documented) - set(real)) == [], "README documents flags that do not exist"
+
+
+def test_the_readme_table_states_the_real_defaults() -> None:
+    real = _serve_flags()
+    for flags, cell in _options_table():
+        stated = re.findall(r"(?:`[^`]*`|[^,`])+", cell)  # commas inside backticks do not split
+        assert len(stated) in (1, len(flags)), f"{flags}: {len(stated)} defaults for {len(flags)} flags"
+        for flag, value in zip(flags, stated * len(flags) if len(stated) == 1 else stated, strict=True):
+            assert _agrees(value.strip(), real[flag]), f"README says {flag} defaults to {value.strip()!r}"
+
+
+def test_the_table_check_can_fail() -> None:
+    assert not _agrees("`4011`", "port") and not _agrees("on", "strict") and not _agrees("`script`", "backend")
+    assert _agrees("`o1*,o3*,…`", "reasoning_models") and _agrees("none", "upstream")
