@@ -74,11 +74,11 @@ _BOOL_FLAGS = {
 
 def _no_value(flag: str, value: str) -> str:
     positive = flag.replace("--no-", "--", 1)
-    return f"{flag}: takes no value (got {value}); write {positive} or --no-{positive[2:]}"
+    return f"invalid {flag}: takes no value (got {value}); write {positive} or --no-{positive[2:]}"
 
 
 def _reword(message: str, argv: Sequence[str]) -> str:
-    """argparse's own complaints, reworded to lead with the flag as the Settings errors do."""
+    """argparse's own complaints, reworded to name the flag first as the Settings errors do."""
     extra = re.fullmatch(r"unrecognized arguments: (.*)", message)
     if extra:
         first = extra.group(1).split(" ")[0]
@@ -97,10 +97,10 @@ def _reword(message: str, argv: Sequence[str]) -> str:
         names = choice.group(2).replace("'", "")
         if not flag.startswith("-"):  # the subcommand's place (its dest or metavar): a command
             return f"{choice.group(1)} is not a command; choose from {names}"
-        return f"{flag}: {choice.group(1)} is not a choice; choose from {names}"
+        return f"invalid {flag}: {choice.group(1)} is not a choice; choose from {names}"
     if problem == "expected one argument":
-        return f"{flag}: needs a value"
-    return f"{flag}: {problem}"
+        return f"invalid {flag}: needs a value"
+    return f"invalid {flag}: {problem}"
 
 
 class Parser(argparse.ArgumentParser):
@@ -354,7 +354,7 @@ def _setting_error(error: ErrorDetails, flags: set[str]) -> str:
     else:
         message = str(error["msg"])
         problem = f"{message[:1].lower()}{message[1:]} (got {given!r})"
-    return f"mockserver: {where}: {problem}"
+    return f"mockserver: invalid {where}: {problem}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.log_level.lower() not in LOG_LEVELS:  # uvicorn would end in a KeyError traceback
         where = "--log-level" if "log_level" in flags else "--log-level (from MOCKSERVER_LOG_LEVEL)"
         print(
-            f"mockserver: {where}: {settings.log_level!r} is not a choice; choose from {', '.join(LOG_LEVELS)}",
+            f"mockserver: invalid {where}: {settings.log_level!r} is not a choice; choose from {', '.join(LOG_LEVELS)}",
             file=sys.stderr,
         )
         return 2

@@ -89,7 +89,7 @@ def test_a_bad_value_is_one_line_naming_the_flag(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1, err  # one line, no usage block above it
-    assert err.startswith(f"mockserver: {flag}: "), err
+    assert err.startswith(f"mockserver: invalid {flag}: "), err
     for part in says:
         assert part in err, (part, err)
 
@@ -109,11 +109,12 @@ def test_a_bad_environment_value_names_the_variable(
     monkeypatch.setenv("MOCKSERVER_LOG_LEVEL", "loud")
     assert _exit(["serve"]) == 2
     assert capsys.readouterr().err == (
-        "mockserver: --on-miss (from MOCKSERVER_ON_MISS): 'sometimes' is not a choice; choose from error, reference\n"
+        "mockserver: invalid --on-miss (from MOCKSERVER_ON_MISS): 'sometimes' is not a choice; "
+        "choose from error, reference\n"
     )
     monkeypatch.delenv("MOCKSERVER_ON_MISS")
     assert _exit(["serve"]) == 2
-    assert "--log-level (from MOCKSERVER_LOG_LEVEL): 'loud'" in capsys.readouterr().err
+    assert "invalid --log-level (from MOCKSERVER_LOG_LEVEL): 'loud'" in capsys.readouterr().err
 
 
 def test_no_traceback_from_the_real_command() -> None:
