@@ -8,8 +8,10 @@ streamed recording serves a request that does not stream folded into one body, a
 one serves a streamed request unfolded into events (:mod:`mockserver.cassettes.refold`).
 Frames leave at their recorded offsets × the replay pace (0: at once).
 
-A request nothing recorded is declined with the miss that names the closest recording, which
-the client gets when no later backend answers.
+A request nothing recorded first re-scans the cassette directory (:meth:`Library.refresh`:
+one ``stat`` a file when nothing changed), so a cassette copied in after start-up answers it;
+else it is declined with the miss that names the closest recording, which the client gets
+when no later backend answers.
 
 Before either cassette backend does anything for a request, :func:`vetted` checks what its
 headers ask: a cassette name that stays inside the directory (400 naming
@@ -52,8 +54,11 @@ class ReplayBackend:
     def __init__(self, library: Library, order: ReplayOrder) -> None:
         self.library = library
         self.order = order
-        # A recording's events in each shape, made once: refolding parses every frame.
+        # A recording's events in each shape, made once: refolding parses every frame. Keyed by
+        # the recording's id(), so emptied whenever a re-scan replaces recordings (an id is
+        # reused once its object is gone).
         self._made: dict[tuple[int, bool, bool], tuple[Event, ...]] = {}
+        self._generation = library.generation
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         return self.answer(request.source)
@@ -63,8 +68,13 @@ class ReplayBackend:
         if vetted(self.library, source) == "all":
             raise Declined()
         interaction = self.library.next(source, self.order)
+        if interaction is None and (await self.library.refresh()).changed:
+            interaction = self.library.next(source, self.order)
         if interaction is None:
             raise Declined(self.library.miss(source))
+        if self._generation != self.library.generation:
+            self._made.clear()
+            self._generation = self.library.generation
         pace = self.library.options.pace
         if pace:
             async for event in replayed(interaction, source, pace):

@@ -3,6 +3,9 @@
 Two questions, one exit status: does any file under DIR hold something that looks like a
 credential (the patterns :mod:`mockserver.cassettes.redact` removes, plus any given with
 ``--pattern``), and does every cassette load whole with the code ``serve`` loads it with?
+A file that is no cassette (see :mod:`mockserver.cassettes.files`: a README, an
+``x.expected.json``) gets a line saying ``serve`` skips it, and does not fail the check; a
+broken cassette does, as it stops ``serve``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from mockserver.cassettes import redact
-from mockserver.cassettes.files import SUFFIXES, CassetteDir, CassetteError, load
+from mockserver.cassettes.files import CassetteDir, CassetteError, NotACassette, read
 from mockserver.cassettes.matching import Index
 
 __all__ = ["check_cassettes"]
@@ -37,8 +40,8 @@ def check_cassettes(path: str, patterns: Sequence[str] = (), out: TextIO | None 
         status = redact.check(path, stream)
         if status == 2:
             return status
-        broken = _unloadable(path)
-    for line in broken:
+        broken, skipped = _unloadable(path)
+    for line in (*skipped, *broken):
         print(line, file=stream)
     if broken:
         print(f"{len(broken)} cassette(s) do not load whole: fix, re-record or delete them.", file=stream)
@@ -57,25 +60,30 @@ class _Warnings(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def _unloadable(path: str) -> list[str]:
-    """A line for each cassette under ``path`` that ``serve`` could not load whole."""
+def _unloadable(path: str) -> tuple[list[str], list[str]]:
+    """A line for each cassette under ``path`` that ``serve`` could not load whole, and one
+    for each file there that ``serve`` skips as no cassette."""
     root = Path(path)
     if root.is_dir():
         cassettes = CassetteDir(root)
-        files = [cassettes.resolve(name) for name in cassettes.names()]  # what CassetteDir.load reads
+        files = [cassettes.root / name for name in sorted(cassettes.listing())]  # what serve reads
     else:
-        files = [root] if root.suffix in SUFFIXES else []
+        files = [root]
 
     logger = logging.getLogger("mockserver")
     level = logger.level
     broken: list[str] = []
+    skipped: list[str] = []
     for file in files:
         warnings = _Warnings()
         logger.addHandler(warnings)
         if logger.getEffectiveLevel() > logging.WARNING:
             logger.setLevel(logging.WARNING)
         try:
-            Index(load(file))
+            Index(read(file))
+        except NotACassette as exc:
+            skipped.append(f"{file}: skipped, serve does not load it: not a cassette ({exc.reason})")
+            continue
         except CassetteError as exc:
             cause = exc.__cause__
             reason = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
@@ -90,7 +98,7 @@ def _unloadable(path: str) -> list[str]:
             logger.setLevel(level)
         if warnings.messages:
             broken.append(f"{file}: loads only in part: {_one_line(warnings.messages[0], file)}")
-    return broken
+    return broken, skipped
 
 
 def _one_line(message: str, file: object) -> str:

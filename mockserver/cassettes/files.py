@@ -23,14 +23,24 @@
   blocks the event loop); an ``flock`` on the directory serialises processes. Every append
   works on the file as it is under the lock, so concurrent recorders never lose each other's
   interactions.
+* **What is a cassette**: a ``.yaml``, ``.yml`` or ``.json`` file that is empty or whose top
+  level has an ``interactions`` key (vcrpy's layout and ours). Anything else in the directory —
+  a README, notes, an ``x.expected.json`` a test compares against — is not one: :func:`read`
+  raises :class:`NotACassette` for it and the server skips it with one warning line. A file
+  that *is* one but does not load (a ``.yaml`` that does not parse yet has a top-level
+  ``interactions:`` line, a JSON cut short after ``"interactions":``, an unsafe tag, an
+  interaction missing its response) raises :class:`CassetteError`: a broken cassette, which
+  stops ``serve`` and fails ``mockserver cassettes check``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import glob
+import json
 import logging
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -57,9 +67,13 @@ __all__ = [
     "SUFFIXES",
     "CassetteDir",
     "CassetteError",
+    "NotACassette",
+    "Signature",
     "append",
     "check_name",
+    "file_name",
     "load",
+    "read",
     "resolve_name",
     "save",
 ]
@@ -78,6 +92,24 @@ _CHUNK = 1 << 16  # bytes read at a time when looking back for the last whole it
 
 class CassetteError(ValueError):
     """A cassette file that cannot be read as one; the message names the file."""
+
+
+class NotACassette(ValueError):
+    """A file in the cassette directory that is no cassette at all (see the module doc); the
+    message names it and says why (``reason``)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: not a cassette ({reason})")
+        self.reason = reason
+
+
+# What a re-scan compares to see a file changed: (st_mtime_ns, st_size). A copy in progress
+# changes both, so the copy is read again once it is complete.
+Signature = tuple[int, int]
+
+# A top-level ``interactions`` key, as far as text that does not parse shows it: a YAML line
+# starting ``interactions:``, a JSON key ``"interactions":``.
+_TOP_LEVEL = {"yaml": re.compile(r"^interactions[ \t]*:", re.MULTILINE), "json": re.compile(r'"interactions"\s*:')}
 
 
 def _format(path: Path) -> str:
@@ -137,6 +169,46 @@ def load(path: Path) -> tuple[Interaction, ...]:
         return loads(text, _format(path))
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise CassetteError(f"{path}: not a readable cassette: {exc}") from exc
+
+
+def read(path: Path) -> tuple[Interaction, ...]:
+    """:func:`load`, for a file found in the cassette directory: :class:`NotACassette` for one
+    that is no cassette (skipped), :class:`CassetteError` for a cassette that does not load."""
+    if path.suffix not in SUFFIXES:
+        raise NotACassette(path, "not .yaml, .yml or .json")
+    try:
+        return load(path)
+    except CassetteError as exc:
+        reason = _not_a_cassette(path)
+        if reason is None:
+            raise
+        raise NotACassette(path, reason) from exc
+
+
+def _not_a_cassette(path: Path) -> str | None:
+    """Why a file that failed to load is no cassette at all, or None if it is a broken one.
+    Only a failed load pays for this second look."""
+    fmt = _format(path)
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        data = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError):
+        if _TOP_LEVEL[fmt].search(text):
+            return None  # a cassette cut short or damaged
+        return f"does not parse as {fmt.upper()}"
+    if isinstance(data, dict) and "interactions" in data:
+        return None
+    return "its top level has no 'interactions'"
+
+
+def file_name(name: str) -> str:
+    """The file a cassette name stands for, relative to the directory: ``chat/stream`` is
+    ``chat/stream.yaml`` (as :func:`resolve_name` makes it, without touching the disk)."""
+    posix = PurePosixPath(name)
+    return (posix if posix.suffix in SUFFIXES else posix.with_name(posix.name + ".yaml")).as_posix()
 
 
 def save(path: Path, interactions: Iterable[Interaction]) -> None:
@@ -277,20 +349,51 @@ class CassetteDir:
     def resolve(self, name: str) -> Path:
         return resolve_name(self.root, name)
 
-    def names(self) -> list[str]:
-        """Every cassette under the root (relative, with suffix), skipping hidden files such
-        as a killed writer's temporary file, and anything a symlink places outside."""
-        if not self.root.is_dir():
-            return []
-        found: list[str] = []
-        for path in self.root.rglob("*"):
-            relative = path.relative_to(self.root)
-            if path.suffix not in SUFFIXES or any(part.startswith(".") for part in relative.parts):
+    def listing(self) -> dict[str, Signature]:
+        """Every visible file under the root, cassette or not (relative name → its
+        :data:`Signature`), leaving out hidden files and folders (a killed writer's temporary
+        file) and anything a symlink places outside. One ``scandir`` and one ``stat`` a file:
+        what a re-scan on a replay miss costs when nothing changed."""
+        found: dict[str, Signature] = {}
+        real_root: Path | None = None  # resolved only when a symlink asks where it leads
+        folders: list[tuple[str, str]] = [(os.fspath(self.root), "")]
+        while folders:
+            folder, prefix = folders.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.name.startswith("."):
+                            continue
+                        relative = prefix + entry.name
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                folders.append((entry.path, relative + "/"))
+                                continue
+                            if entry.is_symlink():
+                                real_root = real_root or self.root.resolve()
+                                if not Path(entry.path).resolve().is_relative_to(real_root):
+                                    continue
+                            info = entry.stat()
+                        except (OSError, RuntimeError):  # gone meanwhile, or a symlink loop
+                            continue
+                        if stat.S_ISREG(info.st_mode):
+                            found[relative] = (info.st_mtime_ns, info.st_size)
+            except OSError:  # no such folder (yet), or removed meanwhile: nothing there to replay
                 continue
-            with suppress(ValueError):
-                if self.resolve(relative.as_posix()).is_file():
-                    found.append(relative.as_posix())
-        return sorted(found)
+        return found
+
+    def names(self) -> list[str]:
+        """Every file under the root with a cassette's suffix (relative, with suffix), as
+        :meth:`listing` finds them; :meth:`read` says which of them really are cassettes."""
+        return sorted(name for name in self.listing() if PurePosixPath(name).suffix in SUFFIXES)
+
+    def signature(self, name: str) -> Signature | None:
+        """The :data:`Signature` of cassette ``name``'s file now (None: there is none)."""
+        try:
+            info = self.resolve(name).stat()
+        except (OSError, ValueError):
+            return None
+        return (info.st_mtime_ns, info.st_size)
 
     def exists(self, name: str) -> bool:
         return self.resolve(name).is_file()
@@ -298,10 +401,26 @@ class CassetteDir:
     def load(self, name: str) -> tuple[Interaction, ...]:
         return load(self.resolve(name))
 
+    def read(self, name: str) -> tuple[Interaction, ...]:
+        """:func:`read` of a file :meth:`listing` found (its name as listed: no suffix is
+        added, so ``README.md`` is read as itself and found to be no cassette)."""
+        check_name(name)
+        path = self.root / name
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            raise ValueError(f"{name!r} resolves outside the cassette directory {self.root} (a symlink?)")
+        return read(path)
+
     def load_all(self) -> dict[str, tuple[Interaction, ...]]:
-        """Every cassette, by name. Writes are atomic, so each file under its final name is
-        complete; one that still fails to load raises :class:`CassetteError` naming it."""
-        return {name: self.load(name) for name in self.names()}
+        """Every cassette, by name; a file that is none (see the module doc) is skipped with
+        one warning line naming it. Writes are atomic, so each file under its final name is
+        complete; a cassette that still fails to load raises :class:`CassetteError` naming it."""
+        found: dict[str, tuple[Interaction, ...]] = {}
+        for name in sorted(self.listing()):
+            try:
+                found[name] = self.read(name)
+            except NotACassette as exc:
+                log.warning("cassettes: skipping %s", exc)
+        return found
 
     def save(self, name: str, interactions: Iterable[Interaction]) -> None:
         save(self.resolve(name), interactions)

@@ -10,16 +10,25 @@ else ``--record-mode``): each mode is the chain the two backends make of it —
 * ``once``: replay, and record everything while the target cassette does not exist yet;
 * ``new_episodes``: replay, then record what was not there;
 * ``all``: record everything, replay nothing.
+
+The directory is not read once for all: a cassette written or copied into it after start-up
+replays from the next request nothing recorded matched (a miss re-scans it: one ``stat`` a
+file, and only new or changed files are read), or at once by ``POST
+/__mockserver/cassettes/reload``. A file that is no cassette is skipped with one warning line;
+a broken cassette stops start-up, and found by a later re-scan is reported (with one warning
+line) while the version loaded before it, if any, keeps replaying.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from mockserver.cassettes.files import CassetteDir
+from mockserver.cassettes.files import CassetteDir, CassetteError, NotACassette, Signature, file_name
 from mockserver.cassettes.format import Interaction
 from mockserver.cassettes.matching import Index, Key, Miss
 from mockserver.cassettes.order import ReplayOrder
@@ -27,7 +36,18 @@ from mockserver.errors import InvalidRequest, NotFound
 from mockserver.http import headers as h
 from mockserver.spine.request import Source
 
-__all__ = ["HOP", "MISS_HEADERS", "RECORD_MODES", "CassetteOptions", "Library", "RecordMode", "decoded"]
+__all__ = [
+    "HOP",
+    "MISS_HEADERS",
+    "RECORD_MODES",
+    "CassetteOptions",
+    "Library",
+    "RecordMode",
+    "Reloaded",
+    "decoded",
+]
+
+log = logging.getLogger("mockserver")
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = get_args(RecordMode)
@@ -57,16 +77,141 @@ def pace_of(timing: str) -> float:
     return 0.0 if kind == "instant" else (1.0 if kind == "recorded" else float(factor))
 
 
+@dataclass(frozen=True, slots=True)
+class Reloaded:
+    """What a re-scan of the cassette directory did."""
+
+    loaded: tuple[str, ...] = ()  # cassettes new or changed since the last scan, now replayed
+    removed: tuple[str, ...] = ()  # cassettes gone from the directory, no longer replayed
+    skipped: dict[str, str] = field(default_factory=dict)  # every file that is no cassette → why
+    broken: dict[str, str] = field(default_factory=dict)  # every cassette that does not load → why
+    cassettes: int = 0  # cassettes replayed from now on
+    interactions: int = 0  # recordings in them
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.loaded or self.removed)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "loaded": list(self.loaded),
+            "removed": list(self.removed),
+            "skipped": dict(self.skipped),
+            "broken": dict(self.broken),
+            "cassettes": self.cassettes,
+            "interactions": self.interactions,
+        }
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What a scan found that differs from what is loaded: read off the event loop, applied on it."""
+
+    listing: dict[str, Signature]
+    loaded: dict[str, tuple[Interaction, ...]]
+    removed: list[str]
+    skipped: dict[str, str]
+    broken: dict[str, str]
+
+
 class Library:
     """The loaded cassettes: what replays, and where recordings go."""
 
     def __init__(self, options: CassetteOptions) -> None:
         self.options = options
         self.dir = CassetteDir(options.directory)
-        loaded = self.dir.load_all()
-        self.index = Index((i for batch in loaded.values() for i in batch), ignore=options.ignore)
-        self._by_cassette = {name: Index(batch, ignore=options.ignore) for name, batch in loaded.items()}
+        self.generation = 0  # bumped whenever recordings are replaced or removed (caches key on it)
+        self.index = Index(ignore=options.ignore)
+        self._by_cassette: dict[str, Index] = {}  # by file name (``a`` is ``a.yaml``)
+        self._files: dict[str, tuple[Interaction, ...]] = {}  # each cassette's recordings, as last read
+        self._seen: dict[str, Signature] = {}  # every file of the last scan, cassette or not
+        self._skipped: dict[str, str] = {}
+        self._broken: dict[str, str] = {}
         self._keys: dict[tuple[str, str, bytes], Key] = {}  # request → its index key
+        self._lock: asyncio.Lock | None = None  # made on the event loop, on first use
+        self._apply(self._scan(strict=True))  # a broken cassette stops start-up (CassetteError)
+
+    async def refresh(self) -> Reloaded:
+        """Re-scan the directory and replay what is new or changed in it. When nothing changed
+        it costs a listing with one ``stat`` a file, on the event loop (about what the miss's
+        own message costs; a thread would add more than it saves); changed files are read in
+        a worker thread. One scan at a time, and never during :meth:`keep`."""
+        async with self._guard():
+            listing = self.dir.listing()
+            if listing == self._seen:
+                return self._summary()
+            return self._apply(await asyncio.to_thread(self._scan, strict=False, listing=listing))
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def _scan(self, *, strict: bool, listing: dict[str, Signature] | None = None) -> _Scan | None:
+        """The files that changed since the last scan, read (None: nothing changed). Each
+        signature is taken before its file is read, so a file still being copied is read
+        again once the copy has changed it."""
+        listing = self.dir.listing() if listing is None else listing
+        if listing == self._seen:
+            return None
+        found = _Scan(listing, {}, [name for name in self._seen if name not in listing], {}, {})
+        for name in sorted(listing):
+            if self._seen.get(name) == listing[name]:
+                continue
+            try:
+                found.loaded[name] = self.dir.read(name)
+            except NotACassette as exc:
+                found.skipped[name] = exc.reason
+                log.warning("cassettes: skipping %s", exc)
+            except CassetteError as exc:
+                if strict:
+                    raise
+                found.broken[name] = str(exc.__cause__ or exc)
+                kept = " (its version loaded before keeps replaying)" if name in self._files else ""
+                log.warning("cassettes: %s does not load%s: %s", self.dir.root / name, kept, found.broken[name])
+        return found
+
+    def _apply(self, scan: _Scan | None) -> Reloaded:
+        """Index what :meth:`_scan` read: new cassettes' recordings are added to the combined
+        index, and a replaced or removed cassette rebuilds it."""
+        if scan is None:
+            return self._summary()
+        self._seen = scan.listing
+        dropped = [name for name in [*scan.removed, *scan.skipped] if name in self._files]
+        for name in (*scan.removed, *scan.loaded, *scan.broken):
+            self._skipped.pop(name, None)
+        for name in (*scan.removed, *scan.loaded, *scan.skipped):
+            self._broken.pop(name, None)
+        self._skipped.update(scan.skipped)
+        self._broken.update(scan.broken)
+        replaced = [name for name in scan.loaded if name in self._files]
+        for name in dropped:
+            del self._files[name]
+            self._by_cassette.pop(name, None)
+        for name, batch in scan.loaded.items():
+            self._files[name] = batch
+            self._by_cassette[name] = Index(batch, ignore=self.options.ignore)
+        if dropped or replaced:
+            self.generation += 1
+            self.index = Index(
+                (i for name in sorted(self._files) for i in self._files[name]), ignore=self.options.ignore
+            )
+        else:
+            for batch in scan.loaded.values():
+                for interaction in batch:
+                    self.index.add(interaction)
+        removed = tuple(sorted(name for name in scan.removed if name in dropped))
+        return self._summary(tuple(scan.loaded), removed)
+
+    def _summary(self, loaded: tuple[str, ...] = (), removed: tuple[str, ...] = ()) -> Reloaded:
+        return Reloaded(
+            loaded,
+            removed,
+            dict(sorted(self._skipped.items())),
+            dict(sorted(self._broken.items())),
+            len(self._files),
+            len(self.index),
+        )
 
     def mode(self, source: Source) -> RecordMode:
         """The request's record mode (a 400 naming the header for one that is not)."""
@@ -92,9 +237,10 @@ class Library:
         """The recordings a request may replay: its named cassette's, else every cassette's."""
         if cassette is None:
             return self.index
-        found = self._by_cassette.get(cassette)
+        name = file_name(cassette)
+        found = self._by_cassette.get(name)
         if found is None:
-            found = self._by_cassette[cassette] = Index(ignore=self.options.ignore)
+            found = self._by_cassette[name] = Index(ignore=self.options.ignore)
         return found
 
     def next(self, source: Source, order: ReplayOrder) -> Interaction | None:
@@ -124,10 +270,21 @@ class Library:
         return NotFound(message, code="cassette_miss", headers=dict(MISS_HEADERS))
 
     async def keep(self, cassette: str, interaction: Interaction) -> None:
-        """Append a recording to its cassette (atomically, off the event loop) and index it."""
-        await self.dir.append_async(cassette, [interaction])
-        self.index.add(interaction)
-        self.index_of(cassette).add(interaction)
+        """Append a recording to its cassette (atomically, off the event loop) and index it.
+        The file's new signature is noted when nobody else changed it meanwhile, so the next
+        re-scan does not read again what was just written (a recording would cost a read of
+        its whole cassette)."""
+        name = file_name(cassette)
+        async with self._guard():
+            before = self.dir.signature(cassette)
+            await self.dir.append_async(cassette, [interaction])
+            self.index.add(interaction)
+            self.index_of(cassette).add(interaction)
+            if before == self._seen.get(name) and name not in self._broken and name not in self._skipped:
+                after = self.dir.signature(cassette)
+                if after is not None:
+                    self._seen[name] = after
+                    self._files[name] = (*self._files.get(name, ()), interaction)
 
 
 def decoded(body: bytes, encoding: str | None) -> bytes:

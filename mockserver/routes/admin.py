@@ -1,4 +1,5 @@
-"""The admin API under ``/__mockserver/``: faults, rules, scripted answers, the journal, the clock, reset.
+"""The admin API under ``/__mockserver/``: faults, rules, scripted answers, the journal, the
+clock, reset, and a re-scan of the cassette directory.
 
 It never shares a path with a provider surface, answers loopback clients only unless
 ``--admin-remote``, and wants ``Authorization: Bearer <--admin-token>`` when one is set (the
@@ -21,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mockserver.answers.script import RuleError
+from mockserver.cassettes.library import Library
 from mockserver.clock import VirtualClock
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
@@ -210,6 +212,25 @@ async def reset(request: Request, ctx: ServerContext) -> Any:
     return {"reset": True}
 
 
+async def cassettes_reload(request: Request, ctx: ServerContext) -> Any:
+    """POST: re-scan the cassette directory now, as a replay miss does, and say what it did:
+    the cassettes ``loaded`` (new or changed) and ``removed``, every file ``skipped`` (no
+    cassette) and ``broken`` (a cassette that does not load), with why, and the totals."""
+    library = _library(ctx)
+    if library is None:
+        raise InvalidRequest("This server has no cassettes: start it with --cassettes DIR.")
+    return (await library.refresh()).to_json()
+
+
+def _library(ctx: ServerContext) -> Library | None:
+    """The cassette library the chain's replay (or record) backend shares, if it has one."""
+    for name in ("replay", "record"):
+        library = getattr(ctx.chain.get(name), "library", None)
+        if isinstance(library, Library):
+            return library
+    return None
+
+
 def routes() -> list[BaseRoute]:
     both = ["GET", "POST", "DELETE"]
     return [
@@ -221,4 +242,5 @@ def routes() -> list[BaseRoute]:
         Route(f"{PREFIX}/journal", _admin(journal), methods=["GET", "DELETE"]),
         Route(f"{PREFIX}/clock", _admin(clock), methods=["GET", "POST"]),
         Route(f"{PREFIX}/reset", _admin(reset), methods=["POST"]),
+        Route(f"{PREFIX}/cassettes/reload", _admin(cassettes_reload), methods=["POST"]),
     ]
