@@ -11,6 +11,11 @@ and stream faults, at the ASGI level, so every backend and endpoint gets them) o
 :mod:`mockserver.spine.engine` (content faults and latency, on the event stream) applies it. A
 probability is drawn from the request's own seeded generator (:func:`request_rng`), so
 identical requests get identical decisions, run after run and process after process.
+
+A fault is echoed (``x-mockserver-faults``, the journal, the rule list) in the spelling it was
+written in: ``http.429,retry_after=0.5`` stays so, and is never shortened to ``http.429=0.5``,
+which reads like a probability. ``parse(f.render()) == f`` for every fault, and
+``f.render()`` of a parsed spec keeps its parameter names.
 """
 
 from __future__ import annotations
@@ -135,6 +140,11 @@ class Fault:
     name: str
     params: Mapping[str, float]
     probability: float = 1.0
+    # How the spec was written, for :meth:`render`: the primary parameter as ``name=value``,
+    # and the parameters written ``key=value``, in order. Not part of equality: two spellings
+    # of one fault are the same fault.
+    shorthand: bool = field(default=False, compare=False)
+    named: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def kind(self) -> FaultKind:
@@ -144,13 +154,20 @@ class Fault:
         return self.params[key]
 
     def render(self) -> str:
-        """Back to the grammar (for the ``x-mockserver-faults`` header and the journal)."""
+        """Back to the grammar, as it was written (for ``x-mockserver-faults``, the journal and
+        the rule list): the primary parameter given as ``name=value`` stays so, one given by
+        its name keeps its name; a parameter nobody wrote is shown by name when it is not its
+        default (a fault made in code)."""
         entry = CATALOGUE[self.name]
-        parts = [self.name]
-        given = {k: v for k, v in self.params.items() if entry.defaults.get(k) != v}
-        if entry.primary is not None and entry.primary in given:
-            parts[0] += f"={_number(given.pop(entry.primary))}"
-        parts.extend(f"{k}={_number(v)}" for k, v in sorted(given.items()))
+        primary = entry.primary if self.shorthand else None
+        parts = [self.name if primary is None else f"{self.name}={_number(self.params[primary])}"]
+        parts.extend(f"{k}={_number(self.params[k])}" for k in self.named)
+        written = {primary, *self.named}
+        parts.extend(
+            f"{k}={_number(v)}"
+            for k, v in sorted(self.params.items())
+            if k not in written and entry.defaults.get(k) != v
+        )
         text = ",".join(parts)
         return text if self.probability >= 1.0 else f"{text}@p={_number(self.probability)}"
 
@@ -183,21 +200,28 @@ def _parse_one(text: str) -> Fault:
     if entry is None:
         raise FaultError(f"unknown fault {name.strip()!r}; known: {', '.join(CATALOGUE)}")
     params = dict(entry.defaults)
+    shorthand = bool(eq)
+    named: list[str] = []
     if eq:
         if entry.primary is None:
             raise FaultError(f"{text!r}: {name} takes no value")
         params[entry.primary] = _float(text, value)
     for part in rest:
         key, eq, value = part.partition("=")
-        if not eq or key.strip() not in entry.defaults:
+        key = key.strip()
+        if not eq or key not in entry.defaults:
             known = ", ".join(entry.defaults) or "none"
-            raise FaultError(f"{text!r}: unknown parameter {key.strip()!r} (known: {known})")
-        params[key.strip()] = _float(text, value)
+            raise FaultError(f"{text!r}: unknown parameter {key!r} (known: {known})")
+        params[key] = _float(text, value)
+        if key == entry.primary:
+            shorthand = False  # given twice: the later spelling (and value) wins
+        if key not in named:
+            named.append(key)
     for key, number in params.items():
         top = LIMITS.get(key, math.inf)
         if not 0.0 <= number <= top:
             raise FaultError(f"{text!r}: {key} must be between 0 and {_number(top)}, not {_number(number)}")
-    return Fault(name.strip(), MappingProxyType(params), probability)
+    return Fault(name.strip(), MappingProxyType(params), probability, shorthand, tuple(named))
 
 
 def _float(text: str, value: str) -> float:

@@ -244,10 +244,30 @@ class _Request:
     refused: bool = False  # answered a non-retryable 4xx
 
 
+_SLACK = 1e-3  # seconds: clock granularity a wait may fall short by and still count
+
+
+def _retry_after_end(entry: Entry) -> float | None:
+    """When the ``retry-after`` an error answer advertised runs out (None: it advertised none,
+    or ``0``, which asks for no wait): from the end of the answer, when the client got it."""
+    if entry.status is None or entry.status < 400 or not entry.retry_after:
+        return None
+    return entry.time + (entry.duration or 0.0) + entry.retry_after
+
+
 def verdicts(entries: Iterable[Entry]) -> dict[str, Any]:
     """Judge the retries in ``entries`` (one session, in arrival order). A retry is the same
     method, path and body sent again after an error answer. One pass, grouped by request:
-    linear in the entries."""
+    linear in the entries.
+
+    * ``honoured_retry_after``: no retry came before the ``retry-after`` its request was last
+      answered with had run out.
+    * ``backed_off``: no retry came sooner after its previous attempt than that attempt after
+      the one before. A retry that waited out a positive ``retry-after`` its previous attempt
+      advertised backed off, whatever the gaps: the server named the wait, and a constant
+      ``retry-after`` asks for equal gaps (an SDK honouring it is doing right).
+    * ``no_retry_of_non_retryable_4xx``: no request answered with a 4xx other than 408, 409
+      or 429 was sent again unchanged."""
     ordered = list(entries)
     ignored_retry_after: list[int] = []
     no_backoff: list[int] = []
@@ -261,24 +281,26 @@ def verdicts(entries: Iterable[Entry]) -> dict[str, Any]:
             request = seen[key] = _Request(entry.time)
             before.append(entry.time)
         else:
-            if entry.time + 1e-3 < request.wait_until:
+            if entry.time + _SLACK < request.wait_until:
                 ignored_retry_after.append(entry.id)
             if request.refused:
                 retried_4xx.append(entry.id)
             before.append(request.last)
             request.last = entry.time
-        if entry.status is not None and entry.status >= 400:
-            if entry.retry_after is not None:
-                end = entry.time + (entry.duration or 0.0) + entry.retry_after
-                request.wait_until = max(request.wait_until, end)
-            if 400 <= entry.status < 500 and entry.status not in RETRYABLE:
-                request.refused = True
+        end = _retry_after_end(entry)
+        if end is not None:
+            request.wait_until = max(request.wait_until, end)
+        if entry.status is not None and 400 <= entry.status < 500 and entry.status not in RETRYABLE:
+            request.refused = True
     attempts = [n for n, e in enumerate(ordered) if e.retry_attempt > 0]
     for previous, current in itertools.pairwise(attempts):
         earlier, later = ordered[previous], ordered[current]
         if later.retry_attempt == earlier.retry_attempt + 1:
+            advertised = _retry_after_end(earlier)
+            if advertised is not None and later.time + _SLACK >= advertised:
+                continue  # it waited what the server asked for: that is backing off
             waited_before = earlier.time - before[previous]
-            if later.time - earlier.time < waited_before - 1e-3:
+            if later.time - earlier.time < waited_before - _SLACK:
                 no_backoff.append(later.id)
     return {
         "requests": len(ordered),

@@ -14,7 +14,7 @@ def test_grammar_round_trips() -> None:
     faults = parse(text)
     assert [f.render() for f in faults] == [
         "stream.stall_after=2,for=1.5,keepalive=0.5",
-        "http.429=2@p=0.25",
+        "http.429,retry_after=2@p=0.25",  # as written: "http.429=2@p=…" would read as a probability
         "transport.reset",
     ]
     assert parse("; ".join(f.render() for f in faults)) == faults
