@@ -6,12 +6,12 @@ FROM python:3.11-slim
 WORKDIR /app
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 # The CPU wheel first, from PyTorch's CPU index, so no CUDA packages are pulled in (the
-# package's own torch==2.13.0 pin is then already met). A layer of its own: editing
+# model extra's torch==2.13.0 pin is then already met). A layer of its own: editing
 # mockserver does not download torch again.
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
 COPY mockserver ./mockserver
-RUN pip install .
+RUN pip install ".[model]"
 # Not root; /data is a writable place for cassettes and a sqlite store.
 RUN useradd --create-home --uid 1000 mockserver && mkdir -p /data && chown mockserver /data
 USER mockserver

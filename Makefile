@@ -1,43 +1,61 @@
-# Two commands matter: `make serve` and `make test`. Both create .venv when missing and
-# install what they need, torch==2.13.0 (the CPU build) first so pip never pulls CUDA.
+# Two commands matter: `make serve` and `make test`. Both create .venv when missing and install
+# what they need: torch's CPU build first (scripts/install_torch.py takes it from PyTorch's CPU
+# index where the machine's own index would bring the CUDA build), then the package with the
+# extras the command needs: `serve` the model, `test` everything. `make test` also builds the two
+# virtualenvs some tests run in (.venv-docs: LangChain and LiteLLM; .venv-light: no torch) before
+# pytest runs; collecting the tests installs nothing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+TORCH := 2.13.0
+SERVE_STAMP := $(VENV)/.installed-serve
+TEST_STAMP := $(VENV)/.installed-test
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 4010
 
-.PHONY: serve test install lint bench train clean reliability
+.PHONY: serve test install lint bench train clean reliability envs
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,train,dev]'
-	touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-install: $(STAMP)
+$(SERVE_STAMP): pyproject.toml scripts/install_torch.py | $(BIN)/python
+	$(BIN)/python scripts/install_torch.py $(TORCH)
+	$(PIP) -e '.[model]'
+	touch $@
 
-serve: $(STAMP)
+$(TEST_STAMP): pyproject.toml scripts/install_torch.py | $(BIN)/python
+	$(BIN)/python scripts/install_torch.py $(TORCH)
+	$(PIP) -e '.[model,test,train,dev]'
+	touch $@
+
+install: $(TEST_STAMP)
+
+serve: $(SERVE_STAMP)
 	$(BIN)/mockserver serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+# The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date.
+envs: $(TEST_STAMP)
+	$(BIN)/python -m tests.support.venvs
+
+test: envs
 	$(BIN)/python -m pytest -q
 
 # The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
 # bigger fuzz budgets, more SIGKILL rounds): about 7 minutes. `make test` runs its short version.
-reliability: $(STAMP)
+reliability: $(TEST_STAMP)
 	MOCKSERVER_RELIABILITY=full $(BIN)/python -m pytest -q tests/reliability
 
-lint: $(STAMP)
-	$(BIN)/ruff check mockserver tests bench cassettes training
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check mockserver tests bench cassettes training scripts
 	$(BIN)/mypy
 
 # Every benchmark, 4-5 minutes; writes BENCHMARKS.md. `make bench BENCH_ARGS=--quick`: a ~1.5-minute smoke run.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/serving.py $(BENCH_ARGS)
 
-train: $(STAMP)
+train: $(TEST_STAMP)
 	$(BIN)/python -m training.train
 
 clean:
-	rm -rf $(VENV) .venv-docs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-docs .venv-light .pytest_cache .mypy_cache .ruff_cache

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import os
 import re
 import socket
 import sys
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from mockserver import __version__
+from mockserver.backends import MODEL_EXTRA, model_installed
 from mockserver.config import Settings
 from mockserver.profiles import PROFILES
 
@@ -262,11 +264,14 @@ def banner(settings: Settings, host: str, port: int) -> str:
     otherwise wonder about."""
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     strict = " (strict)" if settings.strict else ""
+    chain = settings.chain()
     lines = [
         f"mockserver {__version__} listening on {url}",
         f"  base_url   {url}/v1  (or /<profile>/v1 for another dialect; /health, /metrics)",
-        f"  backend    {','.join(settings.chain())}, profile {settings.profile}{strict}, seed {settings.seed}",
+        f"  backend    {','.join(chain)}, profile {settings.profile}{strict}, seed {settings.seed}",
     ]
+    if "reference" not in chain and not model_installed():
+        lines.append(f"  model      not installed (free text, logprobs, embeddings): {MODEL_EXTRA}")
     if settings.models:
         lines.append(f"  models     {', '.join(settings.models)}")
     if settings.cassettes:
@@ -336,8 +341,13 @@ def serve(settings: Settings) -> None:
     )
     try:
         Server(config).run()
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: exit quietly, as 130
-        raise SystemExit(130) from None
+    except KeyboardInterrupt:
+        # uvicorn re-raises the Ctrl-C it shut down on. The app is shut down by now (its lifespan
+        # closed the stores): exit quietly, as 130, without the interpreter's teardown, which with
+        # torch loaded costs a third of a second and does nothing for us (SIGTERM skips it too).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def _setting_error(error: ErrorDetails, flags: set[str]) -> str:

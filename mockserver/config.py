@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     header_timeout: float = Field(
         10.0, gt=0, description="Seconds a connection may take to send a whole request head (closed beyond)."
     )
-    shutdown_timeout: float = Field(2.0, ge=0, description="Seconds a shutdown waits for answers in flight.")
+    shutdown_timeout: float = Field(1.0, ge=0, description="Seconds a shutdown waits for answers in flight.")
 
     @field_validator("backend")
     @classmethod

@@ -39,15 +39,3 @@ def client(live: Live) -> Iterator[openai.OpenAI]:
 async def async_client(live: Live) -> AsyncIterator[openai.AsyncOpenAI]:
     async with openai.AsyncOpenAI(base_url=live.base_url, api_key="sk-test", max_retries=0) as c:
         yield c
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Quickstarts of third-party libraries run last, in their own virtualenv, which starts
-    building now so the install overlaps the rest of the suite (see tests/docs/docs_extras.py)."""
-    extras = [item for item in items if item.get_closest_marker("docs_extras")]
-    if not extras:
-        return
-    from tests.docs import docs_extras
-
-    docs_extras.start()
-    items[:] = [item for item in items if not item.get_closest_marker("docs_extras")] + extras

@@ -7,15 +7,23 @@ model for logprobs), vcrpy and httpx only where cassettes are used.
 The chain a server runs (:func:`chain_names`): ``--backend`` when given; otherwise ``script``,
 then — with ``--cassettes`` — ``replay,record``, then ``reference`` unless a cassette miss is to be
 an error (``--on-miss error``, the default with cassettes).
+
+The reference model is an extra (``pip install 'mockserver[model]'``: torch, CPU build). Without
+torch (:func:`model_installed`) the default chain leaves it out, ``--backend reference`` is a
+start-up error, and a request that needs it (logprobs of a scripted answer, embeddings) is a 400
+naming the extra (:class:`ModelNotInstalled`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from mockserver.errors import InvalidRequest
 from mockserver.spine.backend import Chain
 
 if TYPE_CHECKING:
@@ -24,7 +32,17 @@ if TYPE_CHECKING:
     from mockserver.cassettes.order import ReplayOrder
     from mockserver.spine.backend import Backend
 
-__all__ = ["BACKENDS", "ModelOptions", "Parts", "build_chain", "chain_names", "check_names"]
+__all__ = [
+    "BACKENDS",
+    "MODEL_EXTRA",
+    "ModelNotInstalled",
+    "ModelOptions",
+    "Parts",
+    "build_chain",
+    "chain_names",
+    "check_names",
+    "model_installed",
+]
 
 BACKENDS: dict[str, str] = {
     "script": "mockserver.backends.script:from_parts",
@@ -33,6 +51,26 @@ BACKENDS: dict[str, str] = {
     "reference": "mockserver.backends.reference.backend:from_parts",
 }
 NEEDS_CASSETTES = frozenset({"replay", "record"})
+MODEL_EXTRA = "pip install 'mockserver[model]'"  # how to add the reference model (and torch)
+
+
+@functools.cache
+def model_installed() -> bool:
+    """Is torch importable (so the reference model can be)? Looked up, not imported: torch
+    costs a second and 200 MB, and only a request that reaches the model should pay it."""
+    return importlib.util.find_spec("torch") is not None
+
+
+class ModelNotInstalled(InvalidRequest):
+    """A request that needs the reference model on a server without it (torch not installed)."""
+
+    def __init__(self, what: str, param: str | None = None) -> None:
+        super().__init__(
+            f"{what} needs the reference model, which is not installed on this server: {MODEL_EXTRA} "
+            "(torch's CPU build; see the README).",
+            param=param,
+            code="model_not_installed",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +108,10 @@ class Parts:
         return self._library
 
     def reference(self) -> Backend:
+        """The reference backend; :class:`ModelNotInstalled` without torch."""
         if self.model is None:
+            if not model_installed():
+                raise ModelNotInstalled("This answer")
             from mockserver.backends.reference.backend import ReferenceBackend
 
             self.model = ReferenceBackend(self.model_options.threads, max_positions=self.model_options.max_positions)
@@ -81,8 +122,10 @@ def chain_names(backend: str, cassettes: bool, on_miss: str) -> tuple[str, ...]:
     """The chain to run: ``backend`` (comma-separated) when given, else the default."""
     if backend.strip():
         return tuple(name.strip() for name in backend.split(",") if name.strip())
+    model = ("reference",) if model_installed() else ()  # without torch the default leaves it out
     if not cassettes:
-        return ("script", "reference")
+        return ("script", *model)
+    # --on-miss reference asks for the model: without torch, check_names says so.
     return ("script", "replay", "record") + (("reference",) if on_miss == "reference" else ())
 
 
@@ -97,6 +140,8 @@ def check_names(names: tuple[str, ...], cassettes: bool) -> None:
     needing = [n for n in names if n in NEEDS_CASSETTES]
     if needing and not cassettes:
         raise ValueError(f"backend {needing[0]!r} needs a cassette directory (--cassettes DIR)")
+    if "reference" in names and not model_installed():
+        raise ValueError(f"backend 'reference' needs the reference model, which is not installed: {MODEL_EXTRA}")
 
 
 def build_chain(names: tuple[str, ...], parts: Parts) -> Chain:
@@ -106,4 +151,6 @@ def build_chain(names: tuple[str, ...], parts: Parts) -> Chain:
         module, _, factory = BACKENDS[name].partition(":")
         make: Callable[[Parts], Backend] = getattr(importlib.import_module(module), factory)
         links.append((name, make(parts)))
-    return Chain(links)
+    absent = "reference" not in names and not model_installed()
+    missing = f" The reference model is not installed: {MODEL_EXTRA}." if absent else ""
+    return Chain(links, missing)

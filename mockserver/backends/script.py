@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from mockserver.answers import director
 from mockserver.answers.script import Script
-from mockserver.backends import prompts
+from mockserver.backends import ModelNotInstalled, model_installed, prompts
 from mockserver.backends.recital import Recital
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.spine.backend import Backend, Declined
@@ -60,6 +60,8 @@ class ScriptBackend:
         if answer is None:
             raise Declined()
         if _scored(request) and self._scorer is not None:
+            if not model_installed():  # the model scores a scripted answer's tokens
+                raise ModelNotInstalled("Logprobs (or a scored echo) of a scripted answer")
             async for event in self._scorer().generate(director.scripted(request, answer)):
                 yield event
             return

@@ -12,7 +12,7 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mockserver.backends import prompts
+from mockserver.backends import ModelNotInstalled, model_installed, prompts
 from mockserver.context import ServerContext
 from mockserver.errors import ContextLengthExceeded, NotFound
 from mockserver.gpt.tokenizer import Tokenizer
@@ -38,6 +38,8 @@ async def create(request: Request) -> Response:
     body = validated(EmbeddingRequest, data)
     backend = ctx.model
     if not isinstance(backend, embeddings.Embedder):
+        if not model_installed():  # the vectors are the model's pooled hidden states
+            raise ModelNotInstalled("POST /v1/embeddings")
         raise NotFound(
             f"Embeddings are not available with the backends {', '.join(ctx.chain.names)}: "
             "POST /v1/embeddings needs the reference model (add reference to --backend)."

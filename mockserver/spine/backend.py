@@ -51,10 +51,13 @@ async def aclose(stream: AsyncIterator[object]) -> None:
 class Chain:
     """Backends tried in order; the first that does not decline answers (see the module doc)."""
 
-    def __init__(self, links: Sequence[tuple[str, Backend]]) -> None:
+    def __init__(self, links: Sequence[tuple[str, Backend]], missing: str = "") -> None:
+        """``missing``: said after a miss of the whole chain (what would have answered, and how
+        to have it)."""
         if not links:
             raise ValueError("a backend chain needs at least one backend")
         self.links = tuple(links)
+        self.missing = missing
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,7 +89,7 @@ class Chain:
             except StopAsyncIteration:
                 return name, None, stream
         raise refused or NotFound(
-            f"No backend of the chain ({', '.join(self.names)}) answers this request.",
+            f"No backend of the chain ({', '.join(self.names)}) answers this request.{self.missing}",
             code="no_answer",
             headers={"x-should-retry": "false"},
         )

@@ -109,23 +109,25 @@ class MockServer:
 
     def client(self, **kwargs: Any) -> openai.OpenAI:
         """An ``openai.OpenAI`` on :attr:`base_url`; keyword arguments go to it (``max_retries``...)."""
-        import openai
+        sdk = _openai()
 
         kwargs["default_headers"] = {**self.headers, **kwargs.get("default_headers", {})}
         kwargs.setdefault("api_key", self._api_key)
         if "http_client" not in kwargs:
             kwargs["http_client"] = self.http_client()
-        return openai.OpenAI(base_url=self.base_url, **kwargs)
+        made: openai.OpenAI = sdk.OpenAI(base_url=self.base_url, **kwargs)
+        return made
 
     def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` on :attr:`base_url`, usable from any event loop."""
-        import openai
+        sdk = _openai()
 
         kwargs["default_headers"] = {**self.headers, **kwargs.get("default_headers", {})}
         kwargs.setdefault("api_key", self._api_key)
         if "http_client" not in kwargs:
             kwargs["http_client"] = self.async_http_client()
-        return openai.AsyncOpenAI(base_url=self.base_url, **kwargs)
+        made: openai.AsyncOpenAI = sdk.AsyncOpenAI(base_url=self.base_url, **kwargs)
+        return made
 
     # -- the session on the server
 
@@ -197,3 +199,15 @@ class MockServer:
 
 def describe(failures: list[Failure]) -> str:
     return "the server failed during this test:\n" + "\n".join(f"  - {f.what}" for f in failures)
+
+
+def _openai() -> Any:
+    """The ``openai`` SDK, which mockserver itself does not need: the ``[pytest]`` extra brings it."""
+    try:
+        import openai
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            "the openai_client fixtures need the OpenAI SDK: pip install 'mockserver[pytest]' (or pip install openai)",
+            name=exc.name,
+        ) from None
+    return openai

@@ -67,7 +67,7 @@ class LocalServer:
 
     log: Path | None = None  # its log is the test run's
 
-    def __init__(self, settings: Settings, backend: LazyBackend) -> None:
+    def __init__(self, settings: Settings, backend: LazyBackend | None) -> None:
         from mockserver.app import create_app
 
         self.settings = settings
@@ -163,8 +163,13 @@ class Servers:
             local = self._local[key] = LocalServer(checked, self._backend(checked))
         return local
 
-    def _backend(self, settings: Settings) -> LazyBackend:
-        """The model the session's apps share, per model configuration (loaded on first use)."""
+    def _backend(self, settings: Settings) -> LazyBackend | None:
+        """The model the session's apps share, per model configuration (loaded on first use);
+        None without torch (the apps' chains then leave the model out)."""
+        from mockserver.backends import model_installed
+
+        if not model_installed():
+            return None
         from mockserver.backends.reference.backend import ReferenceBackend
         from mockserver.media.vectors import MAX_INPUT_TOKENS
 

@@ -5,7 +5,7 @@
 * Any other block runs as a script against a live server: ``OPENAI_BASE_URL`` (…/v1),
   ``OPENAI_API_KEY`` and ``MOCKSERVER_URL`` (the root) are set, as a reader's shell would,
   and the default address ``http://127.0.0.1:4010`` in the code is the test server's.
-  Blocks that import LangChain or LiteLLM run in ``.venv-docs`` (see tests/docs/docs_extras.py).
+  Blocks that import LangChain or LiteLLM run in ``.venv-docs`` (built by the test command: tests/support/venvs.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from tests.docs import docs_extras
+from tests.support import venvs
 from tests.support.live import Live, serve_in_thread
 
 pytest_plugins = ["pytester"]
@@ -104,7 +104,7 @@ def test_script_snippet_runs(snippet: Snippet, docs_server: Live, tmp_path: Path
 @pytest.mark.docs_extras
 @pytest.mark.parametrize("snippet", EXTRAS, ids=[s.source for s in EXTRAS])
 def test_third_party_quickstart_runs(snippet: Snippet, docs_server: Live, tmp_path: Path) -> None:
-    _run(docs_extras.wait(), snippet, docs_server, tmp_path)
+    _run(venvs.DOCS.python_or_skip(), snippet, docs_server, tmp_path)
 
 
 @pytest.mark.parametrize("snippet", TESTS, ids=[s.source for s in TESTS])

@@ -1,0 +1,102 @@
+"""The virtualenvs beside the project's own, built by the test command before pytest runs.
+
+* ``.venv-docs/``: the docs' third-party quickstarts (LangChain, LiteLLM). They pin the
+  ``openai`` SDK below 3, so they cannot share ``.venv``.
+* ``.venv-light/``: mockserver as ``pip install 'mockserver[pytest]'`` installs it, without
+  torch: the proof that scripted answers, cassettes, faults and the plugin need no model.
+
+``make test`` runs ``python -m tests.support.venvs`` (both built at once, each skipped when its
+stamp says it is up to date), then pytest. Collecting or running the tests never installs
+anything: a test that needs a virtualenv that is not there skips, naming the command that
+builds it (:meth:`Venv.python_or_skip`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = "make test (or: .venv/bin/python -m tests.support.venvs)"
+
+
+@dataclass(frozen=True)
+class Venv:
+    name: str
+    folder: Path
+    packages: tuple[str, ...]  # pip install arguments
+    inputs: tuple[Path, ...] = ()  # files whose content, when it changes, means a rebuild
+
+    @property
+    def python(self) -> Path:
+        return self.folder / "bin" / "python"
+
+    @property
+    def stamp(self) -> Path:
+        return self.folder / ".installed"
+
+    def wanted(self) -> str:
+        digest = hashlib.sha256("\n".join(self.packages).encode())
+        for path in self.inputs:
+            digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+    def ready(self) -> bool:
+        return self.stamp.is_file() and self.stamp.read_text() == self.wanted() and self.python.is_file()
+
+    def python_or_skip(self) -> Path:
+        """Its python, or a skip of the calling test naming how to build it."""
+        if not self.ready():
+            import pytest
+
+            pytest.skip(f"the {self.name} virtualenv ({self.folder.name}/) is not built: {BUILD}")
+        return self.python
+
+    def build(self) -> str | None:
+        """Build (or bring up to date) the virtualenv; None, or what went wrong."""
+        if self.ready():
+            return None
+        try:
+            if not self.python.is_file():
+                subprocess.run([sys.executable, "-m", "venv", str(self.folder)], check=True, capture_output=True)
+            pip = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            done = subprocess.run([*pip, *self.packages], capture_output=True, text=True, timeout=1800, cwd=ROOT)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return repr(exc)
+        if done.returncode != 0:
+            return done.stdout[-3000:] + done.stderr[-3000:]
+        self.stamp.write_text(self.wanted())
+        return None
+
+
+DOCS = Venv("docs-extras", ROOT / ".venv-docs", ("langchain-openai>=0.3", "litellm>=1.60"))
+# Editable: the light install runs this checkout's code, as the main one does.
+LIGHT = Venv("torch-free", ROOT / ".venv-light", ("-e", f"{ROOT}[pytest]"), (ROOT / "pyproject.toml",))
+ALL = (DOCS, LIGHT)
+
+
+def main() -> int:
+    """Build every virtualenv at once (pip spends most of its time waiting on downloads)."""
+    failures: dict[str, str] = {}
+
+    def build(venv: Venv) -> None:
+        problem = venv.build()
+        if problem is not None:
+            failures[venv.name] = problem
+
+    threads = [threading.Thread(target=build, args=(venv,), name=venv.name) for venv in ALL]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, problem in failures.items():
+        print(f"tests.support.venvs: the {name} virtualenv could not be built:\n{problem}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
