@@ -37,6 +37,7 @@ serve: $(SERVE_STAMP)
 # The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date.
 envs: $(TEST_STAMP)
 	$(BIN)/python -m tests.support.venvs
+	$(BIN)/python -m tests.support.node
 
 test: envs
 	$(BIN)/python -m pytest -q
@@ -58,4 +59,4 @@ train: $(TEST_STAMP)
 	$(BIN)/python -m training.train
 
 clean:
-	rm -rf $(VENV) .venv-docs .venv-light .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-docs .venv-light .node-docs .pytest_cache .mypy_cache .ruff_cache

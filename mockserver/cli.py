@@ -317,6 +317,7 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     from mockserver.app import create_app
+    from mockserver.cassettes.files import CassetteError
     from mockserver.http.server import uvicorn_config
 
     class Server(uvicorn.Server):
@@ -329,7 +330,11 @@ def serve(settings: Settings) -> None:
                 print(banner(settings, host, port), file=sys.stderr, flush=True)
                 _settle(app)
 
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except CassetteError as exc:  # a cassette that would replay wrong: one line, not a traceback
+        print(f"mockserver: invalid --cassettes: {' '.join(str(exc).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
     config = uvicorn_config(
         app,
         settings.host,

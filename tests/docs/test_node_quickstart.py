@@ -30,9 +30,6 @@ from tests.support.live import Live, serve_in_thread
 ROOT = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"^```(?:js|javascript|mjs)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _FILE = re.compile(r"//\s*file:\s*(\S+)\s*")
-# README.md is another session's to edit; its Node block gains its `// file: quickstart.mjs`
-# line there. Strict: once it has it, these xfails fail, and this set goes.
-_PENDING = frozenset({"README.md"})
 
 
 @dataclass(frozen=True)
@@ -59,16 +56,7 @@ def snippets() -> list[Snippet]:
 
 
 def _cases() -> list[object]:
-    return [
-        pytest.param(
-            s,
-            id=s.source,
-            marks=[pytest.mark.xfail(strict=True, reason="README.md's Node block still names no .mjs file")]
-            if s.source.split(":")[0] in _PENDING and s.file is None
-            else [],
-        )
-        for s in SNIPPETS
-    ]
+    return [pytest.param(s, id=s.source) for s in SNIPPETS]
 
 
 SNIPPETS = snippets()

@@ -27,6 +27,9 @@ CHANGED: dict[str, str] = {
     "faults/responses/stream.error_at=5": "the Responses error shape",
     # max_tokens alone larger than the window: the error names max_tokens (was "prompt").
     "completions/err_context": "context errors name the field to change",
+    # The x-mockserver-faults echo keeps the grammar the fault was written in (was http.429=2,
+    # which reads as a probability).
+    "faults/http/http.429,retry_after=2": "fault echoes keep their grammar",
 }
 # Headers an answer may gain without changing its meaning.
 ADDED_OK = frozenset({"x-mockserver-source"})

@@ -209,3 +209,16 @@ def test_the_readme_table_states_the_real_defaults() -> None:
 def test_the_table_check_can_fail() -> None:
     assert not _agrees("`4011`", "port") and not _agrees("on", "strict") and not _agrees("`script`", "backend")
     assert _agrees("`o1*,o3*,…`", "reasoning_models") and _agrees("none", "upstream")
+
+
+def test_a_broken_cassette_at_start_up_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("interactions:\n- request: {method: POST\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "mockserver", "serve", "--cassettes", str(tmp_path), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mockserver: invalid --cassettes: ") and "broken.yaml" in lines[0]
