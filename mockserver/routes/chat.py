@@ -9,6 +9,7 @@ exactly ``top_logprobs`` alternatives per token — or, where the profile says s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from mockserver.routes.codec import Call, Chunk, Frame, Options
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
-from mockserver.spine.request import ChatMessage, GenerationRequest, Origin, Prompt, Surface
+from mockserver.spine.request import ChatMessage, ForcedCall, GenerationRequest, Origin, Prompt, Surface
 from mockserver.spine.result import ChoiceResult, Result
 
 
@@ -48,7 +49,16 @@ def _message(i: int, message: ChatMessageIn) -> ChatMessage:
         vision.url_tokens(image.url, image.detail, f"messages[{i}].content[{j}].image_url")
         for j, image in message.images()
     )
-    return ChatMessage(message.role, message.text(), images)
+    # The calls an assistant made, kept apart from its text so the tool policy knows what was asked.
+    sent = message.tool_calls or ([{"function": message.function_call}] if message.function_call else [])
+    calls = tuple(
+        ForcedCall(
+            str(f.get("name", "")), a if isinstance(a := f.get("arguments", ""), str) else json.dumps(a), c.get("id")
+        )
+        for c in sent
+        if isinstance(f := c.get("function"), dict)
+    )
+    return ChatMessage(message.role, message.text(), images, calls=calls, call_id=message.tool_call_id)
 
 
 def _uses_functions(body: ChatRequest) -> bool:

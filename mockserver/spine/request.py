@@ -69,6 +69,10 @@ class ChatMessage:
     role: str
     content: str
     image_tokens: int = 0  # what the message's images cost, counted as prompt tokens (the model sees none)
+    # The tool calls an assistant message made, as the client sent them back (name, arguments, id):
+    # the tool policy reads them to know what was already asked (see mockserver.answers.transcript).
+    calls: tuple[ForcedCall, ...] = ()
+    call_id: str | None = None  # a tool result's ``tool_call_id``: which call it answers
 
 
 @dataclass(frozen=True, slots=True)
