@@ -15,11 +15,12 @@ event loop (:func:`prepare_off_loop`, for callers on the loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from mockserver.errors import ContextLengthExceeded, InvalidRequest
+from mockserver.errors import ContextLengthExceeded, InvalidRequest, clip
+from mockserver.gpt import vocabularies
 from mockserver.gpt.tokenizer import SPECIAL_TOKENS, NotUnicode, Tokenizer
 from mockserver.spine.events import TextDelta, Token
 from mockserver.spine.request import GenerationRequest, Prompt
@@ -64,7 +65,11 @@ def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -
     if heavy(request):  # much to tokenize: first what no tokenizing can make fit
         refuse_unfittable(request, tok)
     thinks = request.think > 0 and not decided and not request.answers
-    encoded = [_encode(request, prompt, tok, param, thinks) for prompt in request.prompts]
+    many = len(request.prompts) > 1  # a list of token-id lists: errors name ``prompt[i]``
+    encoded = [
+        _encode(request, prompt, tok, f"{param}[{i}]" if many else param, thinks)
+        for i, prompt in enumerate(request.prompts)
+    ]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
     sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
     return [Prepared(ids, size, _budget(request, size)) for ids, size in zip(encoded, sizes, strict=True)]
@@ -115,13 +120,7 @@ def _tokens(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: s
             rendered = tok.render_chat(turns)
         return rendered[-keep:] if keep is not None else rendered
     if prompt.token_ids is not None:
-        bad = [t for t in prompt.token_ids if not 0 <= t < tok.vocab_size]
-        if bad:
-            raise InvalidRequest(
-                f"Invalid token id {bad[0]} in prompt: ids must be in [0, {tok.vocab_size}).",
-                param=param,
-            )
-        ids = list(prompt.token_ids)
+        ids = _read_ids(prompt.token_ids, request.model, tok, param)
     else:
         ids = tok.encode(prompt.text or "")
     if prompt.suffix is not None:
@@ -129,6 +128,17 @@ def _tokens(request: GenerationRequest, prompt: Prompt, tok: Tokenizer, param: s
         # the one way it can read: as a document of its own placed before the prompt.
         ids = [*tok.encode(prompt.suffix), tok.eos_id, *ids]
     return ids[-keep:] if keep is not None else ids
+
+
+def _read_ids(token_ids: Sequence[int], model: str, tok: Tokenizer, param: str) -> list[int]:
+    """Token ids as sent, checked against ``model``'s real vocabulary and folded into the
+    reference one (see :mod:`mockserver.gpt.vocabularies`): one token per id sent."""
+    size = vocabularies.vocabulary(model, tok.vocab_size)
+    bad = [t for t in token_ids if not 0 <= t < size]
+    if bad:
+        where = f"outside the vocabulary [0, {size}) of {clip(model, 60)}"
+        raise InvalidRequest(f"Invalid value for '{param}': token id {bad[0]} is {where}.", param=param)
+    return vocabularies.fold_all(token_ids, model, tok.vocab_size)
 
 
 async def prepare_off_loop(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:

@@ -8,6 +8,7 @@ What is decided here is what OpenAI decides:
   ``ada-002`` 1536; any other id :data:`DEFAULT_DIMENSION`), and whether it may be shortened
   with ``dimensions`` (the ``text-embedding-3`` models may: the native vector is truncated and
   re-normalised; ``ada-002`` may not: 400);
+* the token ids an input may hold: the model's real vocabulary (:func:`fold_tokens`);
 * the limits: at most :data:`MAX_INPUTS` inputs, none empty, each at most
   :data:`MAX_INPUT_TOKENS` tokens, all together at most :data:`MAX_REQUEST_TOKENS`;
 * the body, with ``encoding_format: "base64"`` as little-endian float32 bytes (what the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
+from mockserver.gpt import vocabularies
 from mockserver.http.sse import dumps
 from mockserver.spine.seeding import digest
 
@@ -37,6 +39,7 @@ __all__ = [
     "Space",
     "TokenCheck",
     "check_tokens",
+    "fold_tokens",
     "inputs",
     "render",
     "response",
@@ -151,18 +154,40 @@ def _name(index: int, single: bool) -> str:
     return "input" if single else f"input[{index}]"
 
 
+def fold_tokens(
+    items: list[str | list[int]], model: str, reference: int | None, *, single: bool
+) -> list[str | list[int]]:
+    """Token-id inputs checked against ``model``'s real vocabulary (``text-embedding-3-*`` and
+    ``ada-002`` read tiktoken's ``cl100k_base`` ids, as LangChain's ``OpenAIEmbeddings`` sends
+    them) and folded into the reference model's (:mod:`mockserver.gpt.vocabularies`), one token
+    per id sent; a 400 names the first input with an id outside. Texts pass as they are."""
+    if reference is None:
+        return items
+    size = vocabularies.vocabulary(model, reference)
+    for i, item in enumerate(items):
+        if isinstance(item, list):
+            _check_range(item, size, _name(i, single), f" of {model}" if size != reference else "")
+    if size == reference:
+        return items
+    return [vocabularies.fold_all(item, model, reference) if isinstance(item, list) else item for item in items]
+
+
+def _check_range(tokens: Sequence[int], vocab: int | None, name: str, whose: str = "") -> None:
+    bad = sorted({t for t in tokens if t < 0 or (vocab is not None and t >= vocab)})
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (", …" if len(bad) > 5 else "")
+        what = f"token ids {shown} are" if len(bad) > 1 else f"token id {shown} is"
+        where = f"outside the vocabulary [0, {vocab}){whose}" if vocab is not None else "negative"
+        raise InvalidRequest(f"Invalid value for '{name}': {what} {where}.", param=name)
+
+
 def check_tokens(ids: Sequence[Sequence[int]], *, vocab: int | None, single: bool) -> None:
-    """Every token id in the vocabulary, every input within the context, the request within
+    """Every token id in the reference vocabulary (:func:`fold_tokens` folded what the client
+    sent into it), every input within the context, the request within
     its token budget; the first problem is a 400 naming the input."""
     total = 0
     for i, tokens in enumerate(ids):
-        bad = sorted({t for t in tokens if t < 0 or (vocab is not None and t >= vocab)})
-        if bad:
-            shown = ", ".join(map(str, bad[:5])) + (", …" if len(bad) > 5 else "")
-            what = f"token ids {shown} are" if len(bad) > 1 else f"token id {shown} is"
-            name = _name(i, single)
-            where = f"outside the vocabulary [0, {vocab})" if vocab is not None else "negative"
-            raise InvalidRequest(f"Invalid value for '{name}': {what} {where}.", param=name)
+        _check_range(tokens, vocab, _name(i, single))
         if len(tokens) > MAX_INPUT_TOKENS:
             raise ContextLengthExceeded(MAX_INPUT_TOKENS, len(tokens), 0, _name(i, single))
         total += len(tokens)

@@ -18,7 +18,7 @@ from mockserver.errors import InvalidRequest
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Chunk, Frame, Options
+from mockserver.routes.codec import Call, Chunk, Frame, Options, read_sampling
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
@@ -93,10 +93,10 @@ class ChatCodec:
             max_tokens = body.max_tokens
         else:
             max_tokens = profile.default_max_tokens["chat"]
-        sampling = params.sampling(
+        sampling = read_sampling(
             body,
             profile,
-            options.vocab_size,
+            options,
             max_tokens=max_tokens,
             logprobs=_alternatives(body, profile, options.strict),
         )

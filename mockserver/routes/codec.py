@@ -8,20 +8,22 @@ and :class:`Options` — a few values fixed for the app, never the settings as a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from mockserver.answers.reasoning import DEFAULT_PATTERNS
+from mockserver.gpt import vocabularies
 from mockserver.http.body import Json
 from mockserver.http.limits import Limits
 from mockserver.http.sse import dumps
 from mockserver.profiles import Endpoint, Models, Profile
+from mockserver.routes import params
 from mockserver.schemas.common import GenerationFields
 from mockserver.spine.events import Event, Usage
-from mockserver.spine.request import GenerationRequest, Origin, Surface
+from mockserver.spine.request import GenerationRequest, Origin, Sampling, Surface
 from mockserver.spine.result import Result
 
-__all__ = ["Call", "Chunk", "Codec", "Conversation", "Frame", "Options", "usage_body"]
+__all__ = ["Call", "Chunk", "Codec", "Conversation", "Frame", "Options", "read_sampling", "usage_body"]
 
 Conversation = tuple[tuple[str, str], ...]  # (role, text) turns
 
@@ -186,3 +188,31 @@ def usage_body(usage: Usage | None, details: str = "openai") -> Json:
             "rejected_prediction_tokens": 0,
         }
     return body
+
+
+def read_sampling(
+    body: GenerationFields,
+    profile: Profile,
+    options: Options,
+    *,
+    max_tokens: int | None,
+    logprobs: int | None,
+    echo: bool = False,
+) -> Sampling:
+    """:func:`~mockserver.routes.params.sampling` with ``logit_bias`` keys and ``stop_token_ids``
+    read as the prompt's token ids are (:mod:`mockserver.gpt.vocabularies`): any id of the
+    model's real vocabulary, folded into the reference one, so that biasing or stopping on an id
+    the client also sent in a prompt acts on the very token the model read. Biases that fold onto
+    one token add up, within OpenAI's [-100, 100]."""
+    reference = options.vocab_size
+    accepted = None if reference is None else vocabularies.vocabulary(body.model, reference)
+    read = params.sampling(body, profile, accepted, max_tokens=max_tokens, logprobs=logprobs, echo=echo)
+    if reference is None or accepted == reference:
+        return read
+    eot = vocabularies.end_of_text(body.model)
+    bias: dict[int, float] = {}
+    for token, value in read.logit_bias:
+        folded = vocabularies.fold(token, reference, eot)
+        bias[folded] = max(-params.LOGIT_BIAS_RANGE, min(params.LOGIT_BIAS_RANGE, bias.get(folded, 0.0) + value))
+    stops = tuple(dict.fromkeys(vocabularies.fold(t, reference, eot) for t in read.stop_token_ids))
+    return replace(read, logit_bias=tuple(sorted(bias.items())), stop_token_ids=stops)

@@ -15,7 +15,7 @@ from typing import Any
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Frame, Options
+from mockserver.routes.codec import Call, Frame, Options, read_sampling
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
 from mockserver.spine.events import Event, Finished, Refusal, TextDelta
@@ -60,8 +60,8 @@ class CompletionsCodec:
             model=body.model,
             prompts=prompts,
             n=n,
-            sampling=params.sampling(
-                body, profile, options.vocab_size, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
+            sampling=read_sampling(
+                body, profile, options, max_tokens=max_tokens, logprobs=body.logprobs, echo=bool(body.echo)
             ),
             seed=origin.seed,
             best_of=params.best_of(body, n),

@@ -49,6 +49,7 @@ async def create(request: Request) -> Response:
     space = embeddings.space(body.model, body.dimensions)
     inputs, single = embeddings.inputs(body.input)
     _fits(inputs, single)
+    inputs = embeddings.fold_tokens(inputs, body.model, ctx.options.vocab_size, single=single)
     check = partial(embeddings.check_tokens, vocab=ctx.options.vocab_size, single=single)
     as_float = body.encoding_format != "base64"
     vectors, tokens = await backend.embed(inputs, space, check, for_json=as_float)

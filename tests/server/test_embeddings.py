@@ -166,7 +166,7 @@ def test_profile_prefix(http: httpx.Client) -> None:
         ({"model": SMALL, "input": ["a", ""]}, "input[1]"),
         ({"model": SMALL, "input": [[1], []]}, "input[1]"),
         ({"model": SMALL, "input": ["a", 1]}, "input[1]"),
-        ({"model": SMALL, "input": [5, 99999]}, "input"),
+        ({"model": SMALL, "input": [5, 100277]}, "input"),
         ({"model": SMALL, "input": [[5], [-1]]}, "input[1]"),
         ({"model": SMALL, "input": ["a"] * 2049}, "input"),
         ({"model": SMALL, "input": [7] * 8193}, "input"),

@@ -19,8 +19,7 @@ from mockserver.errors import InvalidRequest
 from mockserver.http.body import Json
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
-from mockserver.routes import params
-from mockserver.routes.codec import Conversation, Options
+from mockserver.routes.codec import Conversation, Options, read_sampling
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import (
     LOGPROBS_INCLUDE,
@@ -261,10 +260,10 @@ def generation(
     include = getattr(body, "include", None) or []
     wants = LOGPROBS_INCLUDE in include
     max_tokens = getattr(body, "max_output_tokens", None)
-    sampling = params.sampling(
+    sampling = read_sampling(
         body,  # type: ignore[arg-type]
         profile,
-        options.vocab_size,
+        options,
         max_tokens=max_tokens if max_tokens is not None else profile.default_max_tokens["chat"],
         logprobs=(getattr(body, "top_logprobs", None) or 0) if wants else None,
     )

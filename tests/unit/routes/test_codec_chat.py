@@ -459,12 +459,18 @@ def test_to_generation_copies_the_origin() -> None:
             {"min_tokens": 10, "max_tokens": 5}, "vllm", Options(), InvalidRequest, "min_tokens", id="min>max"
         ),
         pytest.param(
-            {"logit_bias": {"150": 1}}, "openai", Options(vocab_size=100), InvalidRequest, "logit_bias", id="bias-vocab"
+            # gpt-4o-mini reads o200k ids: up to 200,019 (mockserver.gpt.vocabularies)
+            {"logit_bias": {"200019": 1}},
+            "openai",
+            Options(vocab_size=100),
+            InvalidRequest,
+            "logit_bias",
+            id="bias-vocab",
         ),
         pytest.param({"logit_bias": {"5": 101}}, "openai", Options(), InvalidRequest, "logit_bias", id="bias-range"),
         pytest.param({"logit_bias": {"x": 1}}, "openai", Options(), InvalidRequest, "logit_bias", id="bias-key"),
         pytest.param(
-            {"stop_token_ids": [5, 200]},
+            {"stop_token_ids": [5, 200019]},
             "vllm",
             Options(vocab_size=100),
             InvalidRequest,

@@ -202,13 +202,24 @@ def test_to_generation_copies_the_origin() -> None:
         pytest.param({"best_of": 21}, "openai", Options(), InvalidRequest, "best_of", id="best-of-limit"),
         pytest.param({"min_tokens": 20}, "vllm", Options(), InvalidRequest, "min_tokens", id="min-over-default-16"),
         pytest.param(
-            {"logit_bias": {"10": 1}}, "openai", Options(vocab_size=10), InvalidRequest, "logit_bias", id="bias-vocab"
+            # gpt-3.5-turbo-instruct reads cl100k ids: up to 100,277 (mockserver.gpt.vocabularies)
+            {"logit_bias": {"100277": 1}},
+            "openai",
+            Options(vocab_size=10),
+            InvalidRequest,
+            "logit_bias",
+            id="bias-vocab",
         ),
         pytest.param(
             {"stop_token_ids": [-1]}, "vllm", Options(), InvalidRequest, "stop_token_ids", id="stop-token-negative"
         ),
         pytest.param(
-            {"stop_token_ids": [10]}, "vllm", Options(vocab_size=10), InvalidRequest, "stop_token_ids", id="stop-vocab"
+            {"model": "m", "stop_token_ids": [10]},
+            "vllm",
+            Options(vocab_size=10),
+            InvalidRequest,
+            "stop_token_ids",
+            id="stop-vocab",
         ),
         pytest.param({"n": 2, "best_of": 1}, "openai", Options(), InvalidRequest, "best_of", id="best-of-below-n"),
         pytest.param(
