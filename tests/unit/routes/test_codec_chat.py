@@ -27,6 +27,7 @@ from mockserver.spine.events import (
 )
 from mockserver.spine.request import (
     ChatMessage,
+    ForcedCall,
     GenerationRequest,
     JsonFormat,
     Mirostat,
@@ -248,9 +249,11 @@ STRICT_SCHEMA = {
                     ChatMessage("system", "Be brief."),
                     ChatMessage("user", "What is this?", 255 + 85),
                     ChatMessage(
-                        "assistant", '[{"function":{"arguments":"{}","name":"f"},"id":"c1","type":"function"}]'
+                        "assistant",
+                        '[{"function":{"arguments":"{}","name":"f"},"id":"c1","type":"function"}]',
+                        calls=(ForcedCall("f", "{}", "c1"),),
                     ),
-                    ChatMessage("tool", "42"),
+                    ChatMessage("tool", "42", call_id="c1"),
                 )
             ),
             id="messages-images-and-calls",
