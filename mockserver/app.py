@@ -37,6 +37,8 @@ from mockserver.http.auth import BearerAuth, RecordingGuard
 from mockserver.http.limits import BodyLimits, Limits
 from mockserver.http.metrics import Metrics, MetricsLayer
 from mockserver.http.prefix import ProfilePrefix
+from mockserver.http.request_id import HEADER as REQUEST_ID
+from mockserver.http.request_id import RequestId, request_id
 from mockserver.http.sse import dumps
 from mockserver.media.vectors import MAX_INPUT_TOKENS
 from mockserver.profiles import PROFILES, Models, profile_named
@@ -87,7 +89,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error", exc_info=exc)
     problem = InternalError("The server had an error while processing your request.")
-    return error_response(problem, _style(request.scope))
+    response = error_response(problem, _style(request.scope))
+    # Sent by Starlette's outermost layer, outside RequestId: the id is added here.
+    given = request_id(request.scope)
+    if given is not None:
+        response.headers[REQUEST_ID.decode()] = given
+    return response
 
 
 def _vocab_size(model: Backend | None) -> int:
@@ -212,7 +219,9 @@ def create_app(
     app.add_middleware(BodyLimits, limits=limits, answer=_answer)
     # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….
     app.add_middleware(MetricsLayer, metrics=metrics, routes=app.routes)
-    app.add_middleware(ProfilePrefix, names=PROFILES)  # outermost: everything sees /v1/ paths
+    app.add_middleware(ProfilePrefix, profiles=PROFILES, answer=_answer)  # everything after sees /v1/ paths
+    # Outermost: every answer carries its id, and the id hashes the path as the client sent it.
+    app.add_middleware(RequestId)
     return app
 
 

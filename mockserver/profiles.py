@@ -71,6 +71,9 @@ class Profile:
     # Where chat puts a reasoning model's thinking (None: not returned, as on OpenAI, which
     # reports only the count in completion_tokens_details.reasoning_tokens).
     reasoning_field: str | None = None
+    # Routes the provider's server has outside /v1/, served under the profile's prefix too
+    # (vLLM's tokenizer routes: /vllm/tokenize as vLLM serves /tokenize).
+    root_routes: frozenset[str] = frozenset()
 
 
 # ---- what each provider documents -----------------------------------------------------------
@@ -279,6 +282,7 @@ VLLM = Profile(
     stop_reason=True,
     usage_details="null",
     error_style="vllm",
+    root_routes=frozenset({"tokenize", "detokenize", "tokenizer_info"}),
 )
 
 PROFILES: Mapping[str, Profile] = _frozen(

@@ -3,30 +3,106 @@ Fireworks, so one server can stand in for several providers at once.
 
 The middleware strips a known profile name from the front of the path and records it in the
 ASGI scope; everything after it (auth, routing, error bodies) sees an ordinary ``/v1/…``
-request that knows its profile.
+request that knows its profile. A profile whose server has routes outside ``/v1/`` (vLLM's
+``/tokenize``) gets those under its prefix too (``/vllm/tokenize`` → ``/tokenize``).
+
+Azure OpenAI's paths, as ``openai.AzureOpenAI`` calls them, are rewritten here as well and
+answered as the ``openai`` profile:
+
+* ``/openai/deployments/{deployment}/chat/completions?api-version=…`` (and the other
+  generation paths) → ``/v1/chat/completions``, the deployment being the model
+  (:data:`~mockserver.routes.params.DEPLOYMENT`, read where the body is prepared);
+* ``/openai/responses?api-version=…`` (every path that names no deployment) → ``/v1/responses``;
+* ``/openai/v1/…``, Azure's v1 API, is the ``openai`` prefix's own path and needs no version.
+
+The first two need ``api-version``: without it Azure answers 404 "Resource not found", and so
+do we, naming the parameter. An ``api-key`` header stands for ``Authorization: Bearer`` on
+every ``/openai/`` path, as Azure takes either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qs
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver.context import PROFILE_KEY
+from mockserver.errors import APIError, NotFound
+from mockserver.profiles import Profile
+from mockserver.routes.params import DEPLOYMENT
 
-__all__ = ["ProfilePrefix"]
+__all__ = ["AZURE_PROFILE", "ProfilePrefix"]
+
+AZURE_PROFILE = "openai"  # Azure OpenAI serves OpenAI's models in OpenAI's wire format
+API_VERSION = "api-version"
+
+
+def _missing_version() -> APIError:
+    return NotFound(
+        "Resource not found: Azure OpenAI paths need the 'api-version' query parameter "
+        "(Azure answers 404 without it; AzureOpenAI(api_version=…) sends it).",
+        param=API_VERSION,
+        code="404",
+    )
 
 
 class ProfilePrefix:
-    def __init__(self, app: ASGIApp, names: Iterable[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, profiles: Mapping[str, Profile], answer: Callable[[APIError, Scope], Response]
+    ) -> None:
         self.app = app
-        self.prefixes = {f"/{name}": name for name in names}
+        self.prefixes = {f"/{name}": name for name in profiles}
+        self.roots = {name: profile.root_routes for name, profile in profiles.items()}
+        self.answer = answer  # the error as the request's profile words it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path: str = scope["path"]
-            head, slash, rest = path[1:].partition("/")
-            name = self.prefixes.get("/" + head) if slash else None
-            if name is not None and rest.startswith("v1/"):
-                scope = {**scope, "path": "/" + rest, "raw_path": ("/" + rest).encode(), PROFILE_KEY: name}
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        head, slash, rest = path[1:].partition("/")
+        name = self.prefixes.get("/" + head) if slash else None
+        if name is None:
+            await self.app(scope, receive, send)
+            return
+        if rest.startswith("v1/") or rest in self.roots[name]:
+            scope = {**scope, "path": "/" + rest, "raw_path": ("/" + rest).encode(), PROFILE_KEY: name}
+            if name == AZURE_PROFILE:
+                scope = _with_api_key(scope)
+            await self.app(scope, receive, send)
+            return
+        if name != AZURE_PROFILE:
+            await self.app(scope, receive, send)
+            return
+        await self._azure(scope, rest, receive, send)
+
+    async def _azure(self, scope: Scope, rest: str, receive: Receive, send: Send) -> None:
+        """An Azure path (``rest``: what follows ``/openai/``) answered as its ``/v1/`` twin."""
+        deployment: str | None = None
+        if rest.startswith("deployments/"):
+            deployment, _, rest = rest[len("deployments/") :].partition("/")
+        target = "/v1/" + rest
+        scope = _with_api_key({**scope, "path": target, "raw_path": target.encode(), PROFILE_KEY: AZURE_PROFILE})
+        if not parse_qs(scope["query_string"].decode("latin-1")).get(API_VERSION):
+            await self.answer(_missing_version(), scope)(scope, receive, send)
+            return
+        if not deployment:
+            await self.app(scope, receive, send)
+            return
+        token = DEPLOYMENT.set(deployment)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            DEPLOYMENT.reset(token)
+
+
+def _with_api_key(scope: Scope) -> Scope:
+    """``api-key: K`` as ``Authorization: Bearer K`` (unless an Authorization is sent too),
+    so the bearer check, the journal and recordings see one kind of key."""
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    key = next((value for name, value in headers if name == b"api-key"), None)
+    if key is None or any(name == b"authorization" for name, _ in headers):
+        return scope
+    return {**scope, "headers": [*headers, (b"authorization", b"Bearer " + key.strip())]}

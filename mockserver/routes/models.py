@@ -1,5 +1,6 @@
 """``GET /v1/models`` and ``GET /v1/models/{id}``: the model list of the answering profile
-(``--models`` when given, else the ids its provider lists)."""
+(``--models`` when given, else the ids its provider lists); ``DELETE /v1/models/{id}`` for
+fine-tuned ids."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mockserver.profiles import model_not_found
 
 # A fixed date, so listings are byte-stable (2024-01-01T00:00:00Z).
 MODEL_CREATED = 1704067200
+FINE_TUNED = "ft:"  # OpenAI's fine-tuned model ids: ft:gpt-4o-mini:org:suffix:id
 
 
 def describe(model: str) -> dict[str, Any]:
@@ -36,3 +38,13 @@ async def retrieve_model(request: Request) -> Response:
     if model not in ctx.options.models.listed(ctx.profile_of(request.scope)):
         raise model_not_found(model)
     return Response(dumps(describe(model)), media_type="application/json")
+
+
+async def delete_model(request: Request) -> Response:
+    """``DELETE /v1/models/{model}``: only fine-tuned models (``ft:…`` ids) can be deleted, as
+    on OpenAI, and this server keeps none, so any ``ft:`` id is deleted (the same answer every
+    time: a test can delete what its fine-tuning step made). A base model is a 404."""
+    model = request.path_params["model"]
+    if not model.startswith(FINE_TUNED):
+        raise model_not_found(model)
+    return Response(dumps({"id": model, "object": "model", "deleted": True}), media_type="application/json")

@@ -20,6 +20,7 @@ at most a short prefix of what was sent (:func:`~mockserver.errors.clip`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from mockserver.errors import InvalidRequest, clip
@@ -30,6 +31,7 @@ from mockserver.schemas.common import GenerationFields, stop_tuple
 from mockserver.spine.request import Mirostat, Sampling
 
 __all__ = [
+    "DEPLOYMENT",
     "LISTS",
     "best_of",
     "check_limits",
@@ -47,6 +49,10 @@ SHOWN = 5  # problems one message names (then "and N more")
 KEY = 40  # characters of a key or value one problem quotes
 # Per-request lists (and maps) no longer than --max-list: each costs work per entry.
 LISTS = ("logit_bias", "stop_token_ids", "tools", "functions", "images")
+# The Azure deployment the request's path names (/openai/deployments/{deployment}/…), set by
+# the path layer (mockserver.http.prefix) for the request's task: Azure routes by it and
+# ignores the body's model, so here it is the model, whatever the body says or leaves out.
+DEPLOYMENT: ContextVar[str | None] = ContextVar("mockserver.deployment", default=None)
 
 
 def invalid(param: str, problem: str) -> InvalidRequest:
@@ -54,7 +60,8 @@ def invalid(param: str, problem: str) -> InvalidRequest:
 
 
 def prepare(data: dict[str, Any], profile: Profile, endpoint: Endpoint, strict: bool) -> dict[str, Any]:
-    """The body with ``extra_body`` lifted and, under ``strict``, the profile's rule applied."""
+    """The body with ``extra_body`` lifted, an Azure deployment as its ``model``, and, under
+    ``strict``, the profile's rule applied."""
     extra = data.get("extra_body")
     if isinstance(extra, dict):
         clashes = sorted(k for k, v in extra.items() if k in data and data[k] != v)
@@ -63,6 +70,9 @@ def prepare(data: dict[str, Any], profile: Profile, endpoint: Endpoint, strict: 
         data = {**{k: v for k, v in data.items() if k != "extra_body"}, **extra}
     elif extra is not None:
         raise invalid("extra_body", "must be an object.")
+    deployment = DEPLOYMENT.get()
+    if deployment is not None:
+        data = {**data, "model": deployment}
     if not strict:
         return data
     unknown = sorted(k for k in data if k not in profile.documented[endpoint])

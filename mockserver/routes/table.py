@@ -6,8 +6,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver.routes import admin, chat, chat_store, completions, docs, embeddings, health, images, models
+from mockserver.routes import (
+    admin,
+    chat,
+    chat_store,
+    completions,
+    docs,
+    embeddings,
+    health,
+    images,
+    models,
+    moderations,
+    tokenize,
+)
 from mockserver.routes.handler import Family, Handler, deliver_with, handle, replayable
+from mockserver.routes.responses import compact
 from mockserver.routes.responses import endpoints as responses
 
 __all__ = ["CHAT", "COMPLETIONS", "GENERATION", "routes"]
@@ -37,9 +50,14 @@ def routes(recorded: bool = False) -> list[BaseRoute]:
         Route("/openapi.json", docs.openapi_json, methods=["GET"]),
         Route("/v1/models", models.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
+        Route("/v1/models/{model:path}", models.delete_model, methods=["DELETE"]),
         Route("/v1/embeddings", embeddings.create, methods=["POST"]),
+        Route("/v1/moderations", moderations.create, methods=["POST"]),
         *chat_store.routes(),  # GET on the same path lists stored completions
+        # A fixed path beside /v1/responses/{response_id} (which takes no POST): listed first, to read plainly.
+        Route("/v1/responses/compact", compact.compact, methods=["POST"]),
         *responses.routes(),
+        *tokenize.routes(),  # vLLM's, outside /v1/
         *images.routes(),
         *admin.routes(),
     ]

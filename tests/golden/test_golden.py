@@ -32,7 +32,7 @@ CHANGED: dict[str, str] = {
     "faults/http/http.429,retry_after=2": "fault echoes keep their grammar",
 }
 # Headers an answer may gain without changing its meaning.
-ADDED_OK = frozenset({"x-mockserver-source"})
+ADDED_OK = frozenset({"x-mockserver-source", "x-request-id"})
 
 
 def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
