@@ -6,29 +6,45 @@ Three things outrank sampling:
    calls or refusal — the ``script`` backend asks for it with :func:`scripted`;
 2. a **tool call**, when the tool policy (:mod:`mockserver.answers.tool_policy`) says the model
    calls one, else
-3. **structured output**, when ``response_format`` asks for JSON — the model's own decisions,
-   which the reference backend takes with :func:`decide` before it generates.
+3. the model's other own decisions, which the reference backend takes with :func:`decide`
+   before it generates, first that applies:
+
+   * a **field-marker prompt** (DSPy's ``[[ ## field ## ]]``): those fields, in that format
+     (:mod:`mockserver.answers.fields`);
+   * ``response_format`` with a schema: **structured output**;
+   * a JSON Schema **written in the prompt** when JSON is asked for (:mod:`mockserver.answers.prompt_schema`),
+     fenced when a code block is;
+   * ``response_format: json_object``: a generic object;
+   * after tool results, when the policy answers in text: a sentence **quoting the results**.
 
 Whatever is decided becomes an :class:`~mockserver.spine.request.Answer` per choice, which the
 backend scores token by token instead of sampling (see :mod:`mockserver.backends.recital`),
 so logprobs, usage and streaming stay the model's own. Missing tool arguments are generated
 from the tool's JSON Schema, valid against it, with Faker seeded by (request seed, choice,
-call): the same request gets the same arguments on every run.
+call): the same request gets the same arguments on every run. After tool results, JSON
+answers and loop-ending calls take the values the conversation named
+(:mod:`mockserver.answers.recall`).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
-from mockserver.answers.tool_policy import chosen_tools
+from mockserver.answers.recall import quote, recalled
+from mockserver.answers.tool_policy import Plan, plan
+from mockserver.answers.transcript import Transcript, canonical_arguments
 from mockserver.errors import InvalidRequest
-from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Tool
+from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Prompt, Tool
 from mockserver.spine.seeding import digest
 
 __all__ = ["call_id", "decide", "scripted", "scripted_answers"]
 
 
 _JSON_FAULTS = frozenset({"content.off_schema", "content.bad_arguments"})
+_REDRAWS = 4  # draws of a call's arguments tried before one that repeats an answered call is kept
 
 
 def _seed(request: GenerationRequest, *parts: object) -> int:
@@ -51,12 +67,23 @@ def _arguments(request: GenerationRequest, tool: Tool | None, choice: int, call:
         raise InvalidRequest(f"Cannot produce arguments for function '{tool.name}': {exc}", param="tools") from None
 
 
-def _structured(request: GenerationRequest, choice: int) -> Answer:
-    from mockserver.fakejson.generate import fake_json
+def _structured(
+    request: GenerationRequest,
+    schema: Mapping[str, Any] | None,
+    choice: int,
+    transcript: Transcript,
+    *,
+    prompted: bool = False,
+) -> Answer:
+    """JSON valid against ``schema`` (None: any object); after tool results, or for a schema the
+    prompt gave, with the values the conversation named (see :mod:`mockserver.answers.recall`)."""
+    from mockserver.fakejson.generate import fake_json, fake_value
 
-    assert request.response_format is not None
     try:
-        return Answer(text=fake_json(request.response_format.schema, _seed(request, "json", choice)))
+        if schema is None or not (prompted or transcript.results):
+            return Answer(text=fake_json(schema, _seed(request, "json", choice)))
+        value = recalled(schema, fake_value(schema, _seed(request, "json", choice)), transcript)
+        return Answer(text=json.dumps(value, ensure_ascii=False, separators=(",", ":")))
     except ValueError as exc:
         raise InvalidRequest(f"Cannot produce JSON for the response format: {exc}", param="response_format") from None
 
@@ -109,29 +136,79 @@ def scripted_answers(request: GenerationRequest, answer: Answer) -> tuple[Answer
 
 
 def decide(request: GenerationRequest) -> GenerationRequest:
-    """The model's own decisions: a tool call when the tool policy says so, else structured
-    JSON when ``response_format`` asks for it. ``request`` comes back unchanged when its
-    answers are decided already, or when every choice is to be sampled."""
+    """The model's own decisions: a tool call when the tool policy says so, else field-marker
+    answers, structured JSON (``response_format``, or a schema the prompt gives), or text
+    quoting the last tool results. ``request`` comes back unchanged when its answers are
+    decided already, or when every choice is to be sampled."""
     if request.answers:
         return request
     answers: list[Answer | None] = []
     for p, prompt in enumerate(request.prompts):
-        tools = chosen_tools(request, prompt)
-        for j in range(request.n):
-            index = p * request.n + j
-            if tools:
-                calls = tuple(
-                    ForcedCall(tool.name, _arguments(request, tool, index, k), call_id(request, index, k))
-                    for k, tool in enumerate(tools)
-                )
-                answers.append(Answer(tool_calls=calls))
-            elif request.response_format is not None:
-                answers.append(_structured(request, index))
-            else:
-                answers.append(None)
+        policy = plan(request, prompt)
+        answers += [_answer(request, prompt, policy, p * request.n + j) for j in range(request.n)]
     if all(a is None for a in answers):
         return request
     return _decided(request, answers)
+
+
+def _answer(request: GenerationRequest, prompt: Prompt, policy: Plan, index: int) -> Answer | None:
+    """One choice's decided answer, in the order the module docstring gives (None: sampled)."""
+    from mockserver.answers.fields import answer_fields, field_prompt, render
+    from mockserver.answers.prompt_schema import prompt_schema
+    from mockserver.fakejson.generate import is_valid
+
+    transcript = policy.transcript
+    if policy.tools:
+        return Answer(
+            tool_calls=tuple(
+                ForcedCall(tool.name, _policy_arguments(request, tool, policy, index, k), call_id(request, index, k))
+                for k, tool in enumerate(policy.tools)
+            )
+        )
+    messages = prompt.messages or ()
+    fmt = request.response_format
+    fields = field_prompt(messages)
+    if fields is not None:
+        fields = replace(fields, json=fields.json or fmt is not None)
+        values = answer_fields(fields, messages, _seed(request, "fields", index))
+        if fmt is None or fmt.schema is None or is_valid(fmt.schema, values):
+            return Answer(text=render(fields, values))
+    if fmt is not None and fmt.schema is not None:
+        return _structured(request, fmt.schema, index, transcript)
+    found = prompt_schema(messages, json_object=fmt is not None)
+    if found is not None:
+        try:
+            text = _structured(request, found.schema, index, transcript, prompted=True).text
+        except InvalidRequest:  # a schema we cannot follow is the prompt's text, not a bad request
+            text = None
+        if text is not None:
+            return Answer(text=f"```json\n{text}\n```" if found.fenced else text)
+    if fmt is not None:
+        return _structured(request, None, index, transcript)
+    if policy.quote:
+        return Answer(text=quote(transcript.last_results or transcript.results))
+    return None
+
+
+def _policy_arguments(request: GenerationRequest, tool: Tool, policy: Plan, choice: int, call: int) -> str:
+    """A policy call's arguments: from the tool's schema (the loop-ending call's with the
+    conversation's values), drawn again while they would repeat a call already answered."""
+    from mockserver.fakejson.generate import fake_value
+
+    schema = tool.parameters or {"type": "object"}
+    text = "{}"
+    for attempt in range(_REDRAWS):
+        parts: tuple[object, ...] = ("call", choice, call) if attempt == 0 else ("call", choice, call, attempt)
+        try:
+            value = fake_value(schema, _seed(request, *parts))
+        except ValueError as exc:
+            raise InvalidRequest(f"Cannot produce arguments for function '{tool.name}': {exc}", param="tools") from None
+        if policy.final:
+            value = recalled(schema, value, policy.transcript)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if (tool.name, canonical_arguments(text)) not in policy.transcript.answered:
+            break
+    return text
 
 
 def _decided(request: GenerationRequest, answers: list[Answer | None]) -> GenerationRequest:

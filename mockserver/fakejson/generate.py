@@ -22,7 +22,7 @@ from mockserver.fakejson.algebra import Unsat
 from mockserver.fakejson.check import check_schema
 from mockserver.fakejson.draw import Gen
 
-__all__ = ["check_schema", "fake_json", "fake_value", "off_schema"]
+__all__ = ["check_schema", "fake_json", "fake_value", "is_valid", "off_schema"]
 
 _ATTEMPTS = 6  # derived seeds tried before a schema is declared unsatisfiable
 
@@ -88,6 +88,15 @@ def fake_value(schema: Mapping[str, Any], seed: int, *, name: str | None = None)
             return value
         why = f"{error.message[:200]} at {'/'.join(map(str, error.absolute_path)) or 'the root'}"
     raise ValueError(f"cannot produce a value valid against the schema: {why}")
+
+
+def is_valid(schema: Mapping[str, Any], value: Any) -> bool:
+    """Is ``value`` valid against ``schema``? (False too when the schema cannot be read.)"""
+    try:
+        _, validator = _compiled(json.dumps(schema, ensure_ascii=False, default=_plain))
+        return bool(validator.is_valid(value))
+    except Exception:  # jsonschema's own trouble with a malformed schema: not valid, never a 500
+        return False
 
 
 _ANY_OBJECT: dict[str, Any] = {
