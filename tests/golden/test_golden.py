@@ -30,6 +30,12 @@ CHANGED: dict[str, str] = {
     # The x-mockserver-faults echo keeps the grammar the fault was written in (was http.429=2,
     # which reads as a probability).
     "faults/http/http.429,retry_after=2": "fault echoes keep their grammar",
+    # "auto" after a tool result answers with decided text quoting the result ("Here is what I
+    # found: get_weather returned {…}", cut by the case's small max tokens), no longer sampled.
+    "chat/tool_result": "the tool policy quotes tool results",
+    "chat/tool_result/stream": "the tool policy quotes tool results",
+    "responses/function_output": "the tool policy quotes tool results",
+    "responses/function_output/stream": "the tool policy quotes tool results",
 }
 # Headers an answer may gain without changing its meaning.
 ADDED_OK = frozenset({"x-mockserver-source", "x-request-id"})
