@@ -31,7 +31,8 @@ __all__ = ["PromptSchema", "prompt_schema"]
 
 _READ_BY_MODEL = frozenset({"system", "developer", "user"})
 _ASKS_JSON = re.compile(r"\bjson\b", re.IGNORECASE)
-_ASKS_BLOCK = re.compile(r"```\s*json|\bjson\s*code\s*block|\bcode\s*block", re.IGNORECASE)
+# "within a ```json codeblock", "in a JSON code block": a fence shown around the schema is not a request.
+_ASKS_BLOCK = re.compile(r"\b(?:in|within|inside|using|use)\s+(?:an?\s+)?```\s*json|\bcode\s*block", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:not|no|never|without|don't|do not)\b[^.\n]{0,30}$", re.IGNORECASE)
 
 
