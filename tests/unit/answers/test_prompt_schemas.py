@@ -198,38 +198,38 @@ def test_a_response_format_schema_outranks_the_prompt() -> None:
 
 
 # DSPy 3.x ChatAdapter / JSONAdapter prompts for ReAct's step and its final extraction.
-REACT_SYSTEM = """Your input fields are:
-1. `question` (str):
-2. `trajectory` (str):
-Your output fields are:
-1. `next_thought` (str):
-2. `next_tool_name` (Literal['get_weather', 'finish']):
-3. `next_tool_args` (dict[str, Any]):
-All interactions will be structured in the following way, with the appropriate values filled in.
-
-[[ ## question ## ]]
-{question}
-
-[[ ## trajectory ## ]]
-{trajectory}
-
-[[ ## next_thought ## ]]
-{next_thought}
-
-[[ ## next_tool_name ## ]]
-{next_tool_name}        # note: the value you produce must exactly match (no extra characters) one of: get_weather; finish
-
-[[ ## next_tool_args ## ]]
-{next_tool_args}        # note: the value you produce must adhere to the JSON schema: {"type": "object", "additionalProperties": true}
-
-[[ ## completed ## ]]
-In adhering to this structure, your objective is:
-        You are an Agent. In each episode, you will be given the fields `question` as input. And you can see your past trajectory so far.
-        When selecting the next_tool_name and its next_tool_args, the tool must be one of:
-
-        (1) get_weather, whose description is <desc>Get the weather in a city.</desc>. It takes arguments {'city': {'type': 'string'}}.
-        (2) finish, whose description is <desc>Marks the task as complete.</desc>. It takes arguments {}.
-        When providing `next_tool_args`, the value inside the field must be in JSON format"""
+NOTE_NAME = "# note: the value you produce must exactly match (no extra characters) one of: get_weather; finish"
+NOTE_ARGS = (
+    '# note: the value you produce must adhere to the JSON schema: {"type": "object", "additionalProperties": true}'
+)
+REACT_SYSTEM = "\n".join(
+    [
+        "Your input fields are:",
+        "1. `question` (str):",
+        "2. `trajectory` (str):",
+        "Your output fields are:",
+        "1. `next_thought` (str):",
+        "2. `next_tool_name` (Literal['get_weather', 'finish']):",
+        "3. `next_tool_args` (dict[str, Any]):",
+        "All interactions will be structured in the following way, with the appropriate values filled in.",
+        "",
+        "[[ ## question ## ]]\n{question}\n",
+        "[[ ## trajectory ## ]]\n{trajectory}\n",
+        "[[ ## next_thought ## ]]\n{next_thought}\n",
+        f"[[ ## next_tool_name ## ]]\n{{next_tool_name}}        {NOTE_NAME}\n",
+        f"[[ ## next_tool_args ## ]]\n{{next_tool_args}}        {NOTE_ARGS}\n",
+        "[[ ## completed ## ]]",
+        "In adhering to this structure, your objective is:",
+        "        You are an Agent. In each episode, you will be given the fields `question` as input."
+        " And you can see your past trajectory so far.",
+        "        When selecting the next_tool_name and its next_tool_args, the tool must be one of:",
+        "",
+        "        (1) get_weather, whose description is <desc>Get the weather in a city.</desc>."
+        " It takes arguments {'city': {'type': 'string'}}.",
+        "        (2) finish, whose description is <desc>Marks the task as complete.</desc>. It takes arguments {}.",
+        "        When providing `next_tool_args`, the value inside the field must be in JSON format",
+    ]
+)
 REACT_ASK = (
     "Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
     "`[[ ## next_tool_name ## ]]` (must be formatted as a valid Python Literal['get_weather', 'finish']), then "
@@ -293,7 +293,11 @@ def test_dspy_extraction_answers_from_the_observation() -> None:
         "Your output fields are:\n1. `reasoning` (str):\n2. `answer` (str):\n"
         "All interactions will be structured in the following way, with the appropriate values filled in."
     )
-    user = f"[[ ## question ## ]]\nWhat's the weather in Paris?\n\n[[ ## trajectory ## ]]\n{OBSERVED}\n\nRespond with the corresponding output fields, starting with the field `[[ ## reasoning ## ]]`, then `[[ ## answer ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`."
+    user = (
+        f"[[ ## question ## ]]\nWhat's the weather in Paris?\n\n[[ ## trajectory ## ]]\n{OBSERVED}\n\n"
+        "Respond with the corresponding output fields, starting with the field `[[ ## reasoning ## ]]`, "
+        "then `[[ ## answer ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`."
+    )
     text = _text([ChatMessage("system", system), ChatMessage("user", user)])
     assert text is not None
     fields = _markers(text)
