@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from mockserver.http.body import Json
+from mockserver.routes.responses.compact import CompactRequest
 from mockserver.schemas import outputs
 from mockserver.schemas.chat import ChatRequest
 from mockserver.schemas.completions import CompletionRequest
@@ -64,6 +65,15 @@ def _form(model: type[BaseModel], files: tuple[str, ...], required: tuple[str, .
     for name in files:
         properties[name] = {"type": "string", "format": "binary"}
     return {"type": "object", "properties": properties, "required": list(required)}
+
+
+_OBJECT: Json = {"type": "object"}
+
+
+def _body(properties: Json, required: tuple[str, ...] = ()) -> Json:
+    """A JSON request body given by its schema here (the route reads it without a model)."""
+    schema = {"type": "object", "properties": properties, "required": list(required)}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 _PAGE = (
@@ -121,6 +131,22 @@ OPERATIONS: list[Operation] = [
               multipart=_form(EditRequest, ("image", "mask"), ("image", "prompt"))),
     Operation("post", "/v1/images/variations", "Create variations of an image", "images",
               response=outputs.ImagesResponse, multipart=_form(VariationRequest, ("image",), ("image",))),
+    Operation("delete", "/v1/models/{model}", "Delete a fine-tuned model (ft: ids; a base model is a 404)",
+              "models", params=(_id("model"),), raw=("application/json", _OBJECT)),
+    Operation("post", "/v1/moderations", "Classify text and images (a deterministic word-list rule)",
+              "moderations", raw=("application/json", _OBJECT), extra=_body({"input": {}, "model": {"type": "string"}},
+                                                                              ("input",))),
+    Operation("post", "/v1/responses/compact", "Compact a conversation", "responses", CompactRequest,
+              raw=("application/json", _OBJECT)),
+    Operation("post", "/tokenize", "vLLM: a prompt's or a chat's token ids (also under /vllm/)", "vllm",
+              raw=("application/json", _OBJECT),
+              extra=_body({"model": {"type": "string"}, "prompt": {"type": "string"}, "messages": {"type": "array"}})),
+    Operation("post", "/detokenize", "vLLM: the text of token ids (also under /vllm/)", "vllm",
+              raw=("application/json", _OBJECT),
+              extra=_body({"model": {"type": "string"}, "tokens": {"type": "array", "items": {"type": "integer"}}},
+                          ("tokens",))),
+    Operation("get", "/tokenizer_info", "vLLM: the tokenizer's special tokens and chat template (also under /vllm/)",
+              "vllm", raw=("application/json", _OBJECT), errors=()),
     Operation("get", "/images/{image_id}.png", "An image answered with response_format 'url'", "images",
               params=(_id("image_id"),), raw=("image/png", {"type": "string", "format": "binary"}), errors=(404,)),
 ]  # fmt: skip
