@@ -1,7 +1,12 @@
 """``POST /v1/chat/completions``: the chat codec.
 
-Streams open each choice with a role delta (``{"role": "assistant", "content": ""}``), send
-content deltas, and close each choice with an empty delta carrying its ``finish_reason``.
+Streams open each choice with a role delta, send content deltas, and close each choice with
+an empty delta carrying its ``finish_reason``. The role delta waits for the choice's first
+content event, as it must say what the non-streamed message says, and only that event tells:
+text (or nothing) opens with ``{"role": "assistant", "content": "", "refusal": null}`` in a
+chunk of its own; a tool call, a refusal or reasoning opens with ``"content": null`` in the
+same chunk as that first delta (as OpenAI streams tool calls), so that a client folding the
+deltas (the SDK's stream helper) ends with the ``content`` the non-streamed twin has.
 Logprobs are ``{"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}`` with
 exactly ``top_logprobs`` alternatives per token — or, where the profile says so and
 ``logprobs`` was an integer, the legacy completions format.
@@ -72,6 +77,14 @@ def _legacy(call: Call) -> bool:
     return integer and call.profile.chat_int_logprobs == "legacy"
 
 
+_PENDING, _TEXT, _NULL = "pending", "text", "null"  # a stream choice's role delta: see the module
+
+
+def _says_content(c: ChoiceResult) -> bool:
+    """Does the non-streamed message have a string ``content`` (see ``ChatCodec._message``)?"""
+    return not ((c.refusal is not None or bool(c.tool_calls)) and not c.text)
+
+
 class ChatCodec:
     schema = ChatRequest
     surface: Surface = "chat"
@@ -131,10 +144,9 @@ class ChatCodec:
         return logprobs.legacy(tokens, start) if _legacy(call) else logprobs.content(tokens)
 
     def _message(self, call: Call, c: ChoiceResult) -> dict[str, Any]:
-        silent = (c.refusal is not None or bool(c.tool_calls)) and not c.text
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": None if silent else c.text,
+            "content": c.text if _says_content(c) else None,
             "refusal": c.refusal,
             "annotations": [],
         }
@@ -177,21 +189,49 @@ class ChatCodec:
         return call.chunk(call.profile.chunk_object, [choice])
 
     def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
+        delta: dict[str, Any]
         if isinstance(event, Started):
-            return [self._chunk(call, event.index, {"role": "assistant", "content": "", "refusal": None})]
+            call.opened[event.index] = _PENDING  # its role delta goes with its first content
+            return []
         if isinstance(event, TextDelta):
             start = result.choices[event.index].length - len(event.text)
-            return [self._chunk(call, event.index, {"content": event.text}, self._logprobs(call, event.tokens, start))]
+            lp = self._logprobs(call, event.tokens, start)
+            return [*self._text_opening(call, event.index), self._chunk(call, event.index, {"content": event.text}, lp)]
         if isinstance(event, Refusal):
-            return [self._chunk(call, event.index, {"refusal": event.text})]
+            return [self._chunk(call, event.index, self._null_opening(call, event.index, {"refusal": event.text}))]
         if isinstance(event, ToolCallDelta):
-            return [self._chunk(call, event.index, self._call_delta(call, event))]
+            delta = self._null_opening(call, event.index, self._call_delta(call, event))
+            return [self._chunk(call, event.index, delta)]
         if isinstance(event, Reasoning):
             field = call.profile.reasoning_field
-            return [self._chunk(call, event.index, {field: event.text})] if field is not None else []
+            if field is None:  # not on the wire: the role waits for what is
+                return []
+            return [self._chunk(call, event.index, self._null_opening(call, event.index, {field: event.text}))]
         if isinstance(event, Finished):
-            return [self._chunk(call, event.index, {}, None, **self._finish(call, event.reason, event.matched))]
+            finish = self._finish(call, event.reason, event.matched)
+            delta = {}
+            if call.opened.get(event.index) == _NULL and _says_content(result.choices[event.index]):
+                delta = {"content": ""}  # thought, then said nothing: the message's content is ""
+            opening = self._text_opening(call, event.index)
+            return [*opening, self._chunk(call, event.index, delta, None, **finish)]
         return []
+
+    def _text_opening(self, call: Call, index: int) -> list[Frame]:
+        """The role chunk of a pending choice whose first content is text (or its end)."""
+        state = call.opened.get(index)
+        if state == _NULL:  # opened by reasoning with ``content: null``: now it is a string
+            call.opened[index] = _TEXT
+        if state != _PENDING:
+            return []
+        call.opened[index] = _TEXT
+        return [self._chunk(call, index, {"role": "assistant", "content": "", "refusal": None})]
+
+    def _null_opening(self, call: Call, index: int, delta: dict[str, Any]) -> dict[str, Any]:
+        """``delta``, opened with the role and ``content: null`` if it is its choice's first."""
+        if call.opened.get(index) != _PENDING:
+            return delta
+        call.opened[index] = _NULL
+        return {"role": "assistant", "content": None, **delta, **({} if "refusal" in delta else {"refusal": None})}
 
     def _call_delta(self, call: Call, event: ToolCallDelta) -> dict[str, Any]:
         """A call opens with its id, type and name; its arguments follow as fragments."""

@@ -54,6 +54,9 @@ class Call:
     service_tier: str | None = None  # reported in the body (None: no such field)
     # Each chunk object's envelope as bytes, made once per stream (see Chunk).
     heads: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    # Chat streams: how each choice's role delta went out ("pending" until its first content
+    # event, then "text" or "null": see mockserver.routes.chat).
+    opened: dict[int, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def usage_on_last_chunk(self) -> bool:

@@ -865,11 +865,12 @@ def _frame(delta: dict[str, Any], finish: str | None = None, index: int = 0, lp:
 
 
 # vLLM streams: (choice, delta, finish fields) of each chunk, stop_reason on every one.
+# Each choice's role delta goes with its first content (see mockserver.routes.chat).
 VLLM_STEPS: list[tuple[int, dict[str, Any], dict[str, Any]]] = [
     (0, ROLE, {"finish_reason": None, "stop_reason": None}),
-    (1, ROLE, {"finish_reason": None, "stop_reason": None}),
     (0, {"content": "one"}, {"finish_reason": None, "stop_reason": None}),
     (0, {}, {"finish_reason": "stop", "stop_reason": "END"}),
+    (1, ROLE, {"finish_reason": None, "stop_reason": None}),
     (1, {"content": "two"}, {"finish_reason": None, "stop_reason": None}),
     (1, {}, {"finish_reason": "length", "stop_reason": None}),
 ]
@@ -921,9 +922,10 @@ STREAM_ROWS = [
         False,
         CALLS,
         [
-            _frame(ROLE),
-            _frame(
+            _frame(  # the role opens with the first call and content null, as OpenAI streams it
                 {
+                    "role": "assistant",
+                    "content": None,
                     "tool_calls": [
                         {
                             "index": 0,
@@ -931,7 +933,8 @@ STREAM_ROWS = [
                             "type": "function",
                             "function": {"name": "get_weather", "arguments": ""},
                         }
-                    ]
+                    ],
+                    "refusal": None,
                 }
             ),
             _frame({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
@@ -953,8 +956,9 @@ STREAM_ROWS = [
         False,
         LEGACY_CALL,
         [
-            _frame(ROLE),
-            _frame({"function_call": {"name": "f", "arguments": ""}}),
+            _frame(
+                {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": ""}, "refusal": None}
+            ),
             _frame({"function_call": {"arguments": '{"x":1}'}}),
             _frame({}, "function_call"),
         ],
@@ -965,7 +969,7 @@ STREAM_ROWS = [
         {},
         False,
         [Started(0), Refusal(0, "No."), Finished(0, "stop")],
-        [_frame(ROLE), _frame({"refusal": "No."}), _frame({}, "stop")],
+        [_frame({"role": "assistant", "content": None, "refusal": "No."}), _frame({}, "stop")],
         id="refusal",
     ),
     pytest.param(
@@ -999,8 +1003,7 @@ def test_reasoning_streams_in_the_profiles_field() -> None:
     call = _call("fireworks", {})
     frames, _ = stream(CODEC, call, [Started(0), Reasoning(0, "hmm"), TextDelta(0, "4"), Finished(0, "stop")])
     assert [as_json(f)["choices"][0]["delta"] for f in frames] == [
-        ROLE,
-        {"reasoning_content": "hmm"},
+        {"role": "assistant", "content": None, "reasoning_content": "hmm", "refusal": None},  # content unknown yet
         {"content": "4"},
         {},
     ]
