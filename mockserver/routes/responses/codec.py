@@ -9,7 +9,7 @@ spine fields chat's do, so the director and the backend treat both endpoints ali
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -32,7 +32,7 @@ from mockserver.schemas.responses import (
 )
 from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
 from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Origin, Prompt, Surface, Tool
-from mockserver.spine.seeding import digest
+from mockserver.spine.seeding import continued_seed, digest
 
 _W = TypeVar("_W", bound=BaseModel)
 
@@ -243,6 +243,10 @@ class ResponsesCodec:
     ) -> GenerationRequest:
         """A chat generation of the conversation so far (``options.history``) and the input."""
         turns = messages(body.instructions, options.history + conversation(body), image_costs(body))
+        if options.history and body.seed is None:
+            # previous_response_id is not hashed (its value depends on the store: see
+            # mockserver.spine.seeding); the conversation it stands for is.
+            origin = replace(origin, seed=continued_seed(origin.seed, options.history))
         return generation(turns, body, profile, options, origin)
 
 
