@@ -309,3 +309,23 @@ def test_bad_input_names_the_parameter(
     assert answer.headers["x-request-id"].startswith("req_")
     if not path.startswith("/vllm"):
         validate("ErrorResponse", answer.json())
+
+
+def test_an_unexpected_500_carries_the_request_id_too() -> None:
+    from starlette.requests import Request
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    from mockserver.app import create_app
+    from mockserver.config import Settings
+
+    async def broken(request: Request) -> None:
+        raise RuntimeError("a bug")
+
+    app = create_app(Settings(backend="script"))
+    app.router.routes.append(Route("/boom", broken, methods=["POST"]))
+    with TestClient(app, raise_server_exceptions=False) as local:
+        first, second = (local.post("/boom", content=b"same body") for _ in range(2))
+    assert first.status_code == 500 and "a bug" not in first.text
+    assert first.headers["x-request-id"] == second.headers["x-request-id"]
+    assert first.headers["x-request-id"].startswith("req_")
