@@ -63,7 +63,10 @@ def _rerun(client: openai.OpenAI) -> list[list[Any]]:
     call = next(item for item in first.output if item.type == "function_call")
     asked.append({"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'})
     second = client.responses.create(**BASE, input=asked)
-    return [_said(first), _said(second)]
+    asked += [item.model_dump(exclude_none=True) for item in second.output]
+    asked.append({"role": "user", "content": "And tomorrow?"})
+    third = client.responses.create(**BASE, input=asked, tool_choice="none")  # sampled: the seed shows
+    return [_said(first), _said(second), _said(third)]
 
 
 def test_a_chain_answers_alike_after_a_reset_and_on_a_fresh_server(live: Live, fresh: Live) -> None:
