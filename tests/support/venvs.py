@@ -1,11 +1,15 @@
 """The virtualenvs beside the project's own, built by the test command before pytest runs.
 
-* ``.venv-docs/``: the docs' third-party quickstarts (LangChain, LiteLLM). They pin the
-  ``openai`` SDK below 3, so they cannot share ``.venv``.
+* ``.venv-docs/``: the docs' third-party quickstarts (LangChain, LiteLLM) and the agent
+  frameworks the contract tests drive (pydantic-ai, LangChain ``create_agent`` on LangGraph,
+  the OpenAI Agents SDK, smolagents, DSPy). They pin ``openai`` and its dependencies their
+  own way, so they cannot share ``.venv``.
+* ``.venv-instructor/``: instructor, which caps ``jiter`` below 0.15 (so an older ``openai``)
+  and ``rich`` below 15 (smolagents takes 15): it cannot live beside the others.
 * ``.venv-light/``: mockserver as ``pip install 'mockserver[pytest]'`` installs it, without
   torch: the proof that scripted answers, cassettes, faults and the plugin need no model.
 
-``make test`` runs ``python -m tests.support.venvs`` (both built at once, each skipped when its
+``make test`` runs ``python -m tests.support.venvs`` (all built at once, each skipped when its
 stamp says it is up to date), then pytest. Collecting or running the tests never installs
 anything: a test that needs a virtualenv that is not there skips, naming the command that
 builds it (:meth:`Venv.python_or_skip`).
@@ -63,6 +67,7 @@ class Venv:
         try:
             if not self.python.is_file():
                 subprocess.run([sys.executable, "-m", "venv", str(self.folder)], check=True, capture_output=True)
+                (self.folder / ".gitignore").write_text("*\n")  # as Python 3.13's venv writes it
             pip = [str(self.python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
             done = subprocess.run([*pip, *self.packages], capture_output=True, text=True, timeout=1800, cwd=ROOT)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -73,10 +78,24 @@ class Venv:
         return None
 
 
-DOCS = Venv("docs-extras", ROOT / ".venv-docs", ("langchain-openai>=0.3", "litellm>=1.60"))
+DOCS = Venv(
+    "docs-extras",
+    ROOT / ".venv-docs",
+    (
+        "langchain-openai>=0.3",
+        "litellm>=1.60",
+        "langchain>=1.0",
+        "langgraph>=1.0",
+        "pydantic-ai-slim[openai]>=1.0",
+        "openai-agents>=0.3",
+        "smolagents[openai]>=1.20",
+        "dspy>=3.0",
+    ),
+)
+INSTRUCTOR = Venv("instructor", ROOT / ".venv-instructor", ("instructor>=1.10",))
 # Editable: the light install runs this checkout's code, as the main one does.
 LIGHT = Venv("torch-free", ROOT / ".venv-light", ("-e", f"{ROOT}[pytest]"), (ROOT / "pyproject.toml",))
-ALL = (DOCS, LIGHT)
+ALL = (DOCS, INSTRUCTOR, LIGHT)
 
 
 def main() -> int:
