@@ -5,7 +5,8 @@
 * Any other block runs as a script against a live server: ``OPENAI_BASE_URL`` (…/v1),
   ``OPENAI_API_KEY`` and ``MOCKSERVER_URL`` (the root) are set, as a reader's shell would,
   and the default address ``http://127.0.0.1:4010`` in the code is the test server's.
-  Blocks that import LangChain or LiteLLM run in ``.venv-docs`` (built by the test command: tests/support/venvs.py).
+  Blocks that import LangChain, LiteLLM or an agent framework (pydantic-ai, the OpenAI Agents SDK,
+  smolagents, DSPy) run in ``.venv-docs`` (built by the test command: tests/support/venvs.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
-_EXTRAS = re.compile(r"^\s*(import|from)\s+(langchain\w*|litellm)\b", re.MULTILINE)
+_EXTRA_MODULES = r"langchain\w*|langgraph|litellm|pydantic_ai|agents|smolagents|dspy"
+_EXTRAS = re.compile(rf"^\s*(import|from)\s+({_EXTRA_MODULES})\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
