@@ -76,7 +76,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-class Report(BaseModel):  # shares no word with the question
+class Report(BaseModel):  # its name shares no word with the question (see LANGCHAIN_WEATHER)
     city: str
     conditions: str
     temperature_c: int
@@ -93,6 +93,10 @@ state = agent.invoke({"messages": [{"role": "user", "content": "What's the weath
                      config={"recursion_limit": 12})
 done(state["structured_response"].model_dump(), Report.model_json_schema())
 """
+
+# An output class named like the question's subject: its tool (Weather) and get_weather both look
+# fitting, and must still come one after the other.
+LANGCHAIN_WEATHER = LANGCHAIN.replace("Report", "Weather")
 
 _OPENAI_AGENTS = """
 from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool
@@ -193,6 +197,7 @@ class Framework:
 FRAMEWORKS = [
     Framework("pydantic-ai", venvs.DOCS, PYDANTIC_AI),
     Framework("langchain-create-agent", venvs.DOCS, LANGCHAIN),
+    Framework("langchain-create-agent-weather", venvs.DOCS, LANGCHAIN_WEATHER),
     Framework("smolagents", venvs.DOCS, SMOLAGENTS),
     Framework("dspy-react", venvs.DOCS, DSPY),
     Framework("instructor-json", venvs.INSTRUCTOR, INSTRUCTOR, tool=False),
