@@ -46,6 +46,7 @@ from mockserver.spine.request import (
     Source,
     Tool,
 )
+from mockserver.spine.seeding import continued_seed
 from tests.support.codecs import copied_origin, generation, png_url, refusal
 
 MODEL = "gpt-4o-mini"
@@ -330,7 +331,10 @@ def test_tools(raw: list[dict[str, Any]] | None, expected: tuple[Tool, ...]) -> 
                     ChatMessage("user", "before"),
                     ChatMessage("assistant", "reply"),
                     ChatMessage("user", "", 255),
-                )
+                ),
+                # A continuation without a seed of its own mixes the conversation it continues
+                # into its seed (echoed ids are out of the canonical body: docs/responses.md).
+                seed=continued_seed(0, (("user", "before"), ("assistant", "reply"))),
             ),
             id="history-then-input",
         ),
