@@ -1,9 +1,10 @@
 # Two commands matter: `make serve` and `make test`. Both create .venv when missing and install
 # what they need: torch's CPU build first (scripts/install_torch.py takes it from PyTorch's CPU
 # index where the machine's own index would bring the CUDA build), then the package with the
-# extras the command needs: `serve` the model, `test` everything. `make test` also builds the two
-# virtualenvs some tests run in (.venv-docs: LangChain and LiteLLM; .venv-light: no torch) before
-# pytest runs; collecting the tests installs nothing.
+# extras the command needs: `serve` the model, `test` everything. `make test` also builds the
+# folders some tests run in (.venv-docs: LangChain, LiteLLM and the agent frameworks;
+# .venv-instructor; .venv-light: no torch; .node-docs: the openai npm package) before pytest
+# runs; collecting the tests installs nothing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -39,7 +39,10 @@ _TOOL = re.compile(
     r"^\s*\(\d+\)\s*([\w.\-]+), whose description is <desc>(.*?)</desc>.*?It takes arguments (.*?)\.?\s*$",
     re.MULTILINE | re.DOTALL,
 )
-_OBSERVATION = re.compile(r"\[\[ ## observation_\d+ ## \]\]\s*(.*?)\s*(?=\[\[ ## |\Z)", re.DOTALL)
+_OBSERVATION = re.compile(r"\[\[ ## observation_(\d+) ## \]\]\s*(.*?)\s*(?=\[\[ ## |\Z)", re.DOTALL)
+_TOOL_NAME = re.compile(r"\[\[ ## tool_name_(\d+) ## \]\]\s*(\S+)")
+# DSPy's closing instruction, after the last field of the user message: not part of an observation.
+_INSTRUCTION = re.compile(r"\n\s*\n(?=Respond with the corresponding output fields)")
 _ANSWERS = frozenset({"answer", "result", "output", "response", "summary"})
 _SIMPLE: dict[str, dict[str, Any]] = {
     "str": {"type": "string"},
@@ -110,7 +113,7 @@ def answer_fields(prompt: FieldPrompt, messages: Sequence[ChatMessage], seed: in
     """A value for each declared field (see the module docstring)."""
     said = [m.content for m in messages if m.role == "user"]
     question = said[-1] if said else ""
-    observations = [o for text in said for o in _OBSERVATION.findall(text) if o]
+    observations = [o for text in said for o in _observations(text)]
     tools = _tools(messages)
     # The tool is chosen first: a thought written before the choice says it.
     tool = next(
@@ -139,6 +142,19 @@ def answer_fields(prompt: FieldPrompt, messages: Sequence[ChatMessage], seed: in
         else:
             values[name] = fake_value(_schema(kind), seed + k, name=name)
     return values
+
+
+def _observations(text: str) -> list[str]:
+    """What the tools said, in order, in a ReAct trajectory: each ``observation_N`` cut before
+    DSPy's closing instruction, leaving out those of ``finish`` (its "Completed." is no tool's
+    result: an answer quotes the last real one)."""
+    finished = {n for n, tool in _TOOL_NAME.findall(text) if tool == "finish"}
+    found = []
+    for n, said in _OBSERVATION.findall(text):
+        said = _INSTRUCTION.split(said, maxsplit=1)[0].strip()
+        if said and n not in finished:
+            found.append(said)
+    return found
 
 
 def _next_tool(choices: list[str], tools: Mapping[str, tuple[str, Any]], question: str, observed: bool) -> str:

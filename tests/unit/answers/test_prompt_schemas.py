@@ -305,6 +305,30 @@ def test_dspy_extraction_answers_from_the_observation() -> None:
     assert fields["reasoning"]
 
 
+def test_dspy_extraction_quotes_the_tool_not_finish_nor_the_instruction() -> None:
+    """ReAct's extract step: the trajectory ends with ``finish``'s own "Completed." and DSPy's
+    closing instruction follows the last field; the answer quotes the tool's observation only."""
+    system = (
+        "Your input fields are:\n1. `question` (str):\n2. `trajectory` (str):\n"
+        "Your output fields are:\n1. `reasoning` (str):\n2. `answer` (str):\n"
+        "All interactions will be structured in the following way, with the appropriate values filled in."
+    )
+    finished = (
+        f"{OBSERVED}\n\n[[ ## thought_1 ## ]]\nI have what I need.\n\n[[ ## tool_name_1 ## ]]\nfinish\n\n"
+        "[[ ## tool_args_1 ## ]]\n{}\n\n[[ ## observation_1 ## ]]\nCompleted."
+    )
+    user = (
+        f"[[ ## question ## ]]\nWhat's the weather in Paris?\n\n[[ ## trajectory ## ]]\n{finished}\n\n"
+        "Respond with the corresponding output fields, starting with the field `[[ ## reasoning ## ]]`, "
+        "then `[[ ## answer ## ]]`, and then ending with the marker for `[[ ## completed ## ]]`."
+    )
+    text = _text([ChatMessage("system", system), ChatMessage("user", user)])
+    assert text is not None
+    answer = _markers(text)["answer"]
+    assert "Sunny, 21 C" in answer
+    assert "Completed" not in answer and "Respond with" not in answer
+
+
 def test_dspy_fields_get_values_of_their_declared_types() -> None:
     system = (
         "Your input fields are:\n1. `text` (str):\nYour output fields are:\n"
