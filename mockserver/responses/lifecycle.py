@@ -463,6 +463,17 @@ class Lifecycle:
         self._signals.notify(record.id)
         return written
 
+    async def clear(self) -> None:
+        """Forget every stored response and chat completion (``/__mockserver/reset`` without a
+        session): background runs of this process stop first, so none writes after. Ids are the
+        first free of a request's deterministic ids (:mod:`mockserver.routes.responses.endpoints`),
+        so after a reset a rerun gets the ids a fresh server gives."""
+        running = list(self._tasks.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await self.store.clear()
+
     async def close(self) -> None:
         """Stop the background runs — failing each, so none is left running for ever — and
         close the store."""

@@ -306,6 +306,14 @@ class SqliteStore:
 
         return await self._run(remove)
 
+    async def clear(self) -> None:
+        def remove(db: sqlite3.Connection) -> None:
+            with _transaction(db):  # one transaction: other processes see all of it or none
+                db.execute("DELETE FROM responses")
+                db.execute("DELETE FROM events")
+
+        await self._run(remove)
+
     async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
         now, body = self._clock.now(), _dumps(obj)
 

@@ -132,6 +132,10 @@ class Store(Protocol):
         that is gone, oldest first; never one that a live process — this one or another — runs."""
         ...
 
+    async def clear(self) -> None:
+        """Forget every record and its events (``/__mockserver/reset``)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -221,6 +225,9 @@ class MemoryStore:
 
     async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
         return []  # it lives and dies with the one process that runs its responses
+
+    async def clear(self) -> None:
+        self._entries.clear()
 
     async def close(self) -> None:
         self._entries.clear()

@@ -200,11 +200,13 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
 async def reset(request: Request, ctx: ServerContext) -> Any:
     """Forget rules, scripted answers (but the ``--rules`` file's), the journal, cassette
     replay positions and rate-limit buckets (only the session's, with a session; the
-    buckets are not per session)."""
+    buckets are not per session). Without a session, stored responses and chat completions
+    too (they belong to no session), so a rerun gets the ids and answers of a fresh server."""
     session = _session(request)
     ctx.script.clear(session)
     if session is None:
         ctx.chaos.reset()
+        await ctx.responses.clear()
     else:
         ctx.chaos.rules.clear(session)
         ctx.chaos.journal.clear(session)

@@ -111,3 +111,24 @@ def test_a_continuation_differs_from_its_history(client: openai.OpenAI) -> None:
     follow = [raw.create(model="m", previous_response_id=r.id, input="Why?", max_output_tokens=16) for r in (one, two)]
     seeds = {raw.headers["x-mockserver-seed"] for raw in follow}
     assert len(seeds) == 2
+
+
+def _ids(client: openai.OpenAI) -> list[str]:
+    """The ids a chain's responses and their items get."""
+    first = client.responses.create(**BASE, input="What is the weather in Paris?", tool_choice="required")
+    second = client.responses.create(**BASE, previous_response_id=first.id, input="And tomorrow?")
+    return [first.id, *(item.id or "" for item in first.output), second.id, *(i.id or "" for i in second.output)]
+
+
+def test_after_a_reset_a_rerun_gets_the_ids_of_a_fresh_server(live: Live, fresh: Live) -> None:
+    """A response id is the first of the request's deterministic ids free in the store, so a
+    second run on a long-lived server gets others; a reset (no session) empties the store."""
+    long_lived = _client(live)
+    httpx.post(live.url + "/__mockserver/reset", timeout=10).raise_for_status()
+    once = _ids(long_lived)
+    again = _ids(long_lived)
+    assert again[0] != once[0]  # the first run's responses are still stored: distinct ids
+    httpx.post(live.url + "/__mockserver/reset", timeout=10).raise_for_status()
+    assert _ids(long_lived) == once == _ids(_client(fresh))
+    gone = httpx.get(f"{live.base_url}/responses/{again[0]}")
+    assert gone.status_code == 404  # reset forgot the stored responses
