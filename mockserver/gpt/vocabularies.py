@@ -26,6 +26,7 @@ Each id sent stays one token, so ``usage`` and echo positions count what the cli
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 __all__ = ["FAMILIES", "Family", "end_of_text", "family", "fold", "fold_all", "vocabulary"]
@@ -86,6 +87,7 @@ _GPT3 = ("davinci", "curie", "babbage", "ada")
 _EXACT = {name: "r50k_base" for name in (*_GPT3, *(f"text-{m}-001" for m in _GPT3))}
 
 
+@functools.lru_cache(maxsize=4096)  # asked twice per request, for a handful of model ids
 def family(model: str) -> Family | None:
     """The tokenizer family of model id ``model``; None for a model of no known family."""
     name = model.rsplit("/", 1)[-1].lower()  # "openai/gpt-4o", "accounts/x/models/gpt-oss-20b"

@@ -210,8 +210,8 @@ def read_sampling(
     reference = options.vocab_size
     accepted = None if reference is None else vocabularies.vocabulary(body.model, reference)
     read = params.sampling(body, profile, accepted, max_tokens=max_tokens, logprobs=logprobs, echo=echo)
-    if reference is None or accepted == reference:
-        return read
+    if reference is None or accepted == reference or not (read.logit_bias or read.stop_token_ids):
+        return read  # nothing to fold (the usual request)
     eot = vocabularies.end_of_text(body.model)
     bias: dict[int, float] = {}
     for token, value in read.logit_bias:
