@@ -43,11 +43,11 @@ from mockserver.http.sse import dumps
 from mockserver.media.vectors import MAX_INPUT_TOKENS
 from mockserver.profiles import PROFILES, Models, profile_named
 from mockserver.responses.lifecycle import Lifecycle
-from mockserver.responses.stores import open_store
 from mockserver.routes.codec import Options
 from mockserver.routes.table import routes
 from mockserver.spine.backend import Backend
 from mockserver.spine.engine import Engine
+from mockserver.state.open import open_state
 
 __all__ = ["create_app"]
 
@@ -141,6 +141,9 @@ def create_app(
         journal=Journal(settings.journal_size),
         limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
     )
+    state = open_state(
+        settings.state, clock, store=settings.store or None, capacity=settings.store_size, ttl=settings.store_ttl
+    )
     metrics = Metrics(version=__version__, backend=",".join(names), profile=settings.profile)
     script = Script()
     if settings.rules:  # pinned: the file's rules outlive resets, like --faults
@@ -164,7 +167,7 @@ def create_app(
         profile=profile_named(settings.profile),
         chaos=chaos,
         responses=Lifecycle(
-            open_store(settings.store, clock, settings.store_size, settings.store_ttl),
+            state.records,
             clock,
             settings.responses_queue_time,
             settings.responses_tokens_per_second,
@@ -181,6 +184,7 @@ def create_app(
         admin=Admin(settings.admin_token, settings.admin_remote),
         model=model,
         limits=limits,
+        state=state,
     )
 
     @contextlib.asynccontextmanager
@@ -188,6 +192,8 @@ def create_app(
         warm_up = getattr(model, "warm_up", None)
         if warm_up is not None:
             warm_up()  # load the model in the background; /health answers meanwhile
+        # A state engine that cannot be reached stops start-up (StateUnavailable names it).
+        await state.ping()
         # Responses a killed server left running are failed before the first request can see
         # them (with a memory store there are none, and this returns at once).
         await ctx.responses.recover()
@@ -200,6 +206,7 @@ def create_app(
         close = getattr(model, "close", None)
         if close is not None:
             close()
+        await state.close()  # after the runs that write to it (it closes the records too)
 
     app = Starlette(
         routes=routes(recorded=bool(set(names) & {"replay", "record"})),

@@ -79,9 +79,18 @@ class Settings(BaseSettings):
     journal_size: int = Field(10_000, ge=1, description="Requests the journal keeps (oldest dropped first).")
     admin_token: str = Field("", description="Bearer token the /__mockserver/ admin API requires (empty: none).")
     admin_remote: bool = Field(False, description="Serve the admin API to non-loopback clients too.")
+    # Where every piece of mutable state lives (mockserver.state): rules, counts, buckets, the
+    # journal, replay places, the clock, images and stored responses.
+    state: str = Field(
+        "memory",
+        description="Where the server's state lives: 'memory' (this process), 'sqlite:PATH' (processes on one "
+        "host) or 'redis://HOST:PORT/DB' (any number of hosts; rediss:// for TLS).",
+    )
     # The Responses API: where responses are kept, and how long background runs take.
     store: str = Field(
-        "memory", description="Where stored responses live: 'memory', or 'sqlite:PATH' (shared by processes)."
+        "",
+        description="Where stored responses live, when not with the rest of the state (--state): "
+        "'memory', 'sqlite:PATH' or a redis:// URL.",
     )
     store_size: int = Field(10_000, ge=1, description="Responses the in-memory store keeps (oldest dropped first).")
     store_ttl: float = Field(2_592_000.0, gt=0, description="Seconds (server clock) a stored response is kept.")
@@ -112,6 +121,15 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Seconds a connection may take to send a whole request head (closed beyond)."
     )
     shutdown_timeout: float = Field(1.0, ge=0, description="Seconds a shutdown waits for answers in flight.")
+
+    @field_validator("state", "store")
+    @classmethod
+    def _state_url(cls, value: str) -> str:
+        from mockserver.state.open import kind_of
+
+        if value:
+            kind_of(value)  # a StateURLError (a ValueError) says what would do, the password hidden
+        return value
 
     @field_validator("backend")
     @classmethod

@@ -21,6 +21,8 @@ from mockserver.responses.lifecycle import Lifecycle
 from mockserver.routes.codec import Options
 from mockserver.spine.backend import Backend, Chain
 from mockserver.spine.engine import Engine
+from mockserver.state.base import State
+from mockserver.state.memory import MemoryState
 
 __all__ = ["NOTE_KEY", "PROFILE_KEY", "Admin", "Chaos", "ServerContext"]
 
@@ -69,6 +71,7 @@ class ServerContext:
     admin: Admin = field(default_factory=Admin)
     model: Backend | None = None  # the reference model, when the chain has it (embeddings)
     limits: Limits = field(default_factory=Limits)  # what one request may ask (the edge's, the injector's)
+    state: State = field(default_factory=MemoryState)  # every piece of mutable state (--state)
 
     def profile_of(self, scope: Scope) -> Profile:
         """The profile answering this request: its path prefix's, else the server's."""

@@ -1,0 +1,82 @@
+"""Which state ``--state URL`` names, and how a URL is shown (its password hidden).
+
+``memory`` (the default), ``sqlite:PATH`` (one host, many processes) or ``redis://[:PASSWORD@]HOST[:PORT][/DB]``
+(``rediss://`` for TLS). ``--store`` names the records' engine alone, as it did before ``--state``:
+with ``--state memory --store sqlite:PATH`` the responses are shared and nothing else is.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from mockserver.clock import Clock
+from mockserver.responses.store import MemoryStore, Store
+from mockserver.state.base import State
+
+__all__ = ["StateURLError", "hidden", "kind_of", "open_state"]
+
+
+class StateURLError(ValueError):
+    """A ``--state`` or ``--store`` value that names no engine (the message says what would)."""
+
+
+def kind_of(url: str) -> str:
+    """``memory``, ``sqlite`` or ``redis`` (StateURLError for anything else)."""
+    if url == "memory":
+        return "memory"
+    scheme, sep, rest = url.partition(":")
+    if scheme == "sqlite" and sep and rest:
+        return "sqlite"
+    if scheme in ("redis", "rediss") and rest.startswith("//"):
+        return "redis"
+    raise StateURLError(
+        f"unknown state {hidden(url)!r}: use 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB' (or rediss://)"
+    )
+
+
+def hidden(url: str) -> str:
+    """``url`` fit for logs, the banner and /metrics: a password in it is replaced by ``***``."""
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://***"
+    if parts.password is None and "@" not in parts.netloc:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}" if user else f":***@{host}"))
+
+
+def _records(url: str, clock: Clock, capacity: int, ttl: float) -> Store:
+    kind = kind_of(url)
+    if kind == "memory":
+        return MemoryStore(clock, capacity, ttl)
+    if kind == "sqlite":
+        from mockserver.responses.sqlite import SqliteStore
+
+        return SqliteStore(url.partition(":")[2], clock, ttl)
+    from mockserver.responses.redis import RedisStore
+
+    return RedisStore(url, clock, ttl)
+
+
+def open_state(
+    url: str, clock: Clock, *, store: str | None = None, capacity: int = 10_000, ttl: float = 2_592_000.0
+) -> State:
+    """The state ``url`` names; its records in ``store``'s engine when that is given (``--store``),
+    else in the state's own. Nothing is connected yet: :meth:`State.ping` does (at start-up)."""
+    kind = kind_of(url)
+    records = _records(store if store is not None else url, clock, capacity, ttl)
+    if kind == "memory":
+        from mockserver.state.memory import MemoryState
+
+        return MemoryState(records, clock)
+    if kind == "sqlite":
+        from mockserver.state.sqlite import SqliteState
+
+        return SqliteState(url.partition(":")[2], records)
+    from mockserver.state.redis import RedisState
+
+    return RedisState(url, records)
