@@ -50,7 +50,7 @@ from mockserver.http.body import Json
 from mockserver.responses.owners import LIVE, Owner, alive, place, process_start
 from mockserver.responses.store import Page, Query, Record, RecordKind
 from mockserver.state.base import StateUnavailable
-from mockserver.state.resp import Arg, BlockingClient, Client, Reply, Script
+from mockserver.state.resp import Arg, BlockingClient, Client, Reply, ReplyError, Script
 
 __all__ = ["HEARTBEAT", "LEASE", "RedisStore"]
 
@@ -350,6 +350,8 @@ class RedisStore:
                     )
                 except StateUnavailable as exc:
                     log.warning("the response store's heartbeat failed (it tries again): %s", exc.message)
+                except ReplyError as exc:  # a bug, or an ACL that forbids it: say so, keep trying
+                    log.error("the response store's heartbeat was refused: %s", exc)
         finally:
             redis.close()
 

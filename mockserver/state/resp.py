@@ -234,6 +234,17 @@ class Script:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
 
+# Error replies that say the connection cannot serve anyone (a password missing or refused,
+# a dataset still loading after a restart, …): an outage for the caller, not its mistake.
+_OUTAGES = ("NOAUTH", "WRONGPASS", "LOADING", "MASTERDOWN", "BUSY ")
+
+
+def _error(where: str, reply: ReplyError) -> Exception:
+    """What an error reply raises: StateUnavailable for an outage, else the ReplyError."""
+    text = str(reply)
+    return StateUnavailable(where, text) if text.startswith(_OUTAGES) else reply
+
+
 def _noscript(reply: Reply) -> bool:
     return isinstance(reply, ReplyError) and str(reply).startswith("NOSCRIPT")
 
@@ -372,7 +383,7 @@ class Client:
             connection = await self._connect(loop)
         reply = await connection.send(self._pack(args))
         if isinstance(reply, ReplyError):
-            raise reply
+            raise self._error(reply)
         return reply
 
     async def pipeline(self, *commands: Sequence[Arg]) -> list[Reply]:
@@ -388,7 +399,7 @@ class Client:
         replies: list[Reply] = await connection.send(b"".join([pack(a) for a in commands]), len(commands), True)
         for reply in replies:
             if isinstance(reply, ReplyError):
-                raise reply
+                raise self._error(reply)
         return replies
 
     async def run(self, script: Script, keys: Sequence[Arg] = (), args: Sequence[Arg] = ()) -> Reply:
@@ -402,8 +413,11 @@ class Client:
         if _noscript(reply):
             reply = await self.call("EVAL", script.source, len(keys), *keys, *args)
         elif isinstance(reply, ReplyError):
-            raise reply
+            raise self._error(reply)
         return reply
+
+    def _error(self, reply: ReplyError) -> Exception:
+        return _error(self.where, reply)
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -437,10 +451,7 @@ class Client:
                     ssl=address.tls,
                     server_hostname=address.host if address.tls is not None else None,
                 )
-                for reply in await self._hello(connection):
-                    if isinstance(reply, ReplyError):
-                        connection.close()
-                        raise self._failed(str(reply))
+                replies = await self._hello(connection)
         except TimeoutError:
             connection.close()
             raise self._failed(f"could not connect within {self.connect_timeout:g} s") from None
@@ -451,6 +462,10 @@ class Client:
         except OSError as exc:  # refused, unreachable, TLS failures (ssl.SSLError is an OSError)
             connection.close()
             raise self._failed(f"could not connect: {exc.strerror or exc}") from None
+        for reply in replies:
+            if isinstance(reply, ReplyError):  # a password refused, no such database
+                connection.close()
+                raise self._failed(str(reply))
         self._backoff = 0.0
         self._retry_at = 0.0
         old = self._connections.get(loop)
@@ -480,8 +495,14 @@ class Client:
             if loop.is_closed():
                 self._connections.pop(loop, None)
 
+    async def release(self) -> None:
+        """Close this loop's connection (a loop about to end: a test's, a thread's)."""
+        connection = self._connections.pop(asyncio.get_running_loop(), None)
+        if connection is not None:
+            connection.close()
+
     async def close(self) -> None:
-        """Close every connection: on this loop now, on another running loop from that loop."""
+        """Close every connection: this loop's now, another running loop's from that loop."""
         here = asyncio.get_running_loop()
         for loop, connection in list(self._connections.items()):
             if loop is here:
@@ -520,7 +541,7 @@ class BlockingClient:
             raise StateUnavailable(self.where, str(exc) or type(exc).__name__) from None
         for reply in replies:
             if isinstance(reply, ReplyError):
-                raise reply
+                raise _error(self.where, reply)
         return replies
 
     def _read(self, sock: socket.socket) -> Reply:
