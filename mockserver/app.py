@@ -87,8 +87,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error", exc_info=exc)
-    problem = InternalError("The server had an error while processing your request.")
+    problem: APIError
+    if isinstance(exc, APIError):
+        # Raised outside the routes (a middleware that reads shared state, say), so it skipped
+        # _api_error: still its own answer — a StateUnavailable is a 503 with x-should-retry,
+        # which the SDKs retry, not a 500. A warning, not a traceback: while Redis is down there
+        # is one per request, and the message says all there is to say.
+        log.warning("%s %s: %s", request.method, request.url.path, exc.message)
+        problem = exc
+    else:
+        log.exception("unhandled error", exc_info=exc)
+        problem = InternalError("The server had an error while processing your request.")
     response = error_response(problem, _style(request.scope))
     # Sent by Starlette's outermost layer, outside RequestId: the id is added here.
     given = request_id(request.scope)

@@ -1,20 +1,27 @@
 """``mockserver`` command line. Flags are derived from :class:`Settings`, never written twice:
 ``--model-threads 4`` is the field ``model_threads`` is the env var ``MOCKSERVER_MODEL_THREADS``.
 Flags win over the environment, which wins over the defaults.
+
+One flag is the command's own, not a setting: ``--workers N`` (``MOCKSERVER_WORKERS``), the
+processes serving one port. Each worker is a spawned process that rebuilds the app from the
+parent's settings (:func:`worker_app`, reading :data:`WORKER_SETTINGS`), so N workers answer as
+one process would — given state they share (``--state sqlite:PATH`` or ``redis://``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import importlib.metadata
+import json
 import os
 import re
 import socket
 import sys
 import typing
 from collections.abc import Sequence
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -23,8 +30,27 @@ from mockserver import __version__
 from mockserver.backends import MODEL_EXTRA, model_installed
 from mockserver.config import Settings
 from mockserver.profiles import PROFILES
+from mockserver.state.open import hidden, kind_of
 
-__all__ = ["LOG_LEVELS", "banner", "build_parser", "choices_of", "main", "settings_from_args", "version"]
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+__all__ = [
+    "LOG_LEVELS",
+    "WORKER_SETTINGS",
+    "banner",
+    "build_parser",
+    "choices_of",
+    "decode_settings",
+    "encode_settings",
+    "main",
+    "settings_from_args",
+    "version",
+    "worker_app",
+]
+
+# The environment variable a worker reads its settings from (the parent's, as JSON).
+WORKER_SETTINGS = "MOCKSERVER_WORKER_SETTINGS"
 
 # uvicorn's level names (uvicorn.config.LOG_LEVELS, which lower-cases what it is given), written
 # out so the CLI need not import uvicorn to show them; a test keeps the two lists equal.
@@ -35,7 +61,21 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 NAMED_CHOICES: dict[str, tuple[str, ...]] = {"profile": tuple(PROFILES), "log_level": LOG_LEVELS}
 
 # Strings with a grammar rather than a list of names: shown as their forms in --help.
-FORMS: dict[str, str] = {"replay_timing": "{instant,recorded,scaled:X}", "store": "{memory,sqlite:PATH}"}
+FORMS: dict[str, str] = {
+    "replay_timing": "{instant,recorded,scaled:X}",
+    "state": "{memory,sqlite:PATH,redis://HOST:PORT/DB}",
+    "store": "{memory,sqlite:PATH,redis://HOST:PORT/DB}",
+}
+
+# The command's own flags (not settings): name → (default, help). Still an environment
+# variable each, as every serve flag is, and a row of the README's options table.
+COMMAND_FLAGS: dict[str, tuple[int, str]] = {
+    "workers": (
+        1,
+        "Processes serving the one port (each a whole server; they share what --state shares). "
+        "More than one needs --state sqlite:PATH or redis://.",
+    ),
+}
 
 
 def _is_bool(annotation: Any) -> bool:
@@ -117,7 +157,7 @@ class Parser(argparse.ArgumentParser):
 # How `serve --help` groups the flags, by topic. Presentation only: the flags themselves come
 # from Settings, and a field missing here still gets its flag, under "other options".
 GROUPS: dict[str, tuple[str, ...]] = {
-    "server": ("host", "port", "log_level", "api_keys", "model_threads"),
+    "server": ("host", "port", "workers", "state", "log_level", "api_keys", "model_threads"),
     "models and profiles": (
         "profile",
         "strict",
@@ -165,9 +205,14 @@ def add_settings_flags(parser: argparse.ArgumentParser) -> None:
     groups = {title: parser.add_argument_group(title) for title in GROUPS}
     home = {name: groups[title] for title, names in GROUPS.items() for name in names}
     other = parser.add_argument_group("other options")
-    ordered = [name for names in GROUPS.values() for name in names if name in fields]
+    ordered = [name for names in GROUPS.values() for name in names if name in fields or name in COMMAND_FLAGS]
     ordered += [name for name in fields if name not in home]
     for name in ordered:
+        if name in COMMAND_FLAGS:
+            default, description = COMMAND_FLAGS[name]
+            help_text = f"{description} [env MOCKSERVER_{name.upper()}; default: {default}]"
+            home[name].add_argument(_flag(name), dest=name, default=None, metavar="N", help=help_text)
+            continue
         field = fields[name]
         if "environment only" in (field.description or ""):
             continue  # secrets stay out of argv (and so out of `ps` and shell history)
@@ -259,14 +304,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
-def banner(settings: Settings, host: str, port: int) -> str:
+def banner(settings: Settings, host: str, port: int, workers: int = 1) -> str:
     """What ``serve`` says once it listens: where, as what, and every mode a test author would
-    otherwise wonder about."""
+    otherwise wonder about. URLs of state are shown with their password hidden."""
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     strict = " (strict)" if settings.strict else ""
     chain = settings.chain()
+    processes = f" ({workers} workers)" if workers > 1 else ""
     lines = [
-        f"mockserver {__version__} listening on {url}",
+        f"mockserver {__version__} listening on {url}{processes}",
         f"  base_url   {url}/v1  (or /<profile>/v1 for another dialect; /health, /metrics)",
         f"  backend    {','.join(chain)}, profile {settings.profile}{strict}, seed {settings.seed}",
     ]
@@ -293,8 +339,10 @@ def banner(settings: Settings, host: str, port: int) -> str:
         )
     if settings.rules:
         lines.append(f"  rules      {settings.rules}")
-    if settings.store != "memory":
-        lines.append(f"  store      {settings.store}")
+    if settings.state != "memory":
+        lines.append(f"  state      {hidden(settings.state)} (shared)")
+    if settings.store and settings.store != settings.state:
+        lines.append(f"  store      {hidden(settings.store)}")
     if settings.frozen_time is not None:
         lines.append(f"  clock      frozen at {settings.frozen_time}")
     if settings.api_keys:
@@ -313,7 +361,62 @@ def _settle(app: Any) -> None:
         warm_up().add_done_callback(lambda _: gc.freeze())
 
 
-def serve(settings: Settings) -> None:
+def encode_settings(settings: Settings) -> str:
+    """``settings`` as JSON a worker rebuilds them from, secrets included (it is handed to the
+    worker in its environment, as the secrets themselves came: never on a command line)."""
+    data = settings.model_dump(mode="json")
+    key = settings.upstream_api_key
+    data["upstream_api_key"] = key.get_secret_value() if key is not None else None
+    return json.dumps(data)
+
+
+def decode_settings(text: str) -> Settings:
+    """The settings :func:`encode_settings` wrote. Every field is given, so the worker's own
+    environment changes nothing: all workers run the parent's settings."""
+    return Settings(**json.loads(text))
+
+
+def worker_app() -> Starlette:
+    """The app one ``--workers`` process serves (uvicorn's app factory, imported by string in
+    each spawned worker): built from the parent's settings, as one process builds it."""
+    from mockserver.app import create_app
+
+    return create_app(decode_settings(os.environ[WORKER_SETTINGS]))
+
+
+def _reachable(settings: Settings) -> str | None:
+    """Why the state cannot be opened, in one line naming its URL (password hidden); None when it
+    answers. Checked before any worker starts, so an unreachable Redis is one line and an exit,
+    not a traceback from each worker's start-up."""
+    if settings.state == "memory":
+        return None
+    from mockserver.clock import SystemClock
+    from mockserver.state.open import open_state
+
+    async def ping() -> None:
+        state = open_state(settings.state, SystemClock(), store=settings.store or None)
+        try:
+            await state.ping()
+        finally:
+            await state.close()
+            await state.records.close()  # the state leaves its records to their owner: here, us
+
+    try:
+        asyncio.run(ping())
+    except Exception as exc:  # any engine's failure to open, said in one line
+        cause = exc.__cause__ or exc
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        return f"mockserver: cannot open --state {hidden(settings.state)}: {reason}"
+    return None
+
+
+def serve(settings: Settings, workers: int = 1) -> int:
+    problem = _reachable(settings)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
+    if workers > 1:
+        return _serve_workers(settings, workers)
     import uvicorn
 
     from mockserver.app import create_app
@@ -334,7 +437,7 @@ def serve(settings: Settings) -> None:
         app = create_app(settings)
     except CassetteError as exc:  # a cassette that would replay wrong: one line, not a traceback
         print(f"mockserver: invalid --cassettes: {' '.join(str(exc).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
+        return 2
     config = uvicorn_config(
         app,
         settings.host,
@@ -347,12 +450,102 @@ def serve(settings: Settings) -> None:
     try:
         Server(config).run()
     except KeyboardInterrupt:
-        # uvicorn re-raises the Ctrl-C it shut down on. The app is shut down by now (its lifespan
-        # closed the stores): exit quietly, as 130, without the interpreter's teardown, which with
-        # torch loaded costs a third of a second and does nothing for us (SIGTERM skips it too).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
+        _interrupted()
+    return 0
+
+
+def _interrupted() -> NoReturn:
+    # uvicorn re-raises the Ctrl-C it shut down on. The app is shut down by now (its lifespan
+    # closed the stores): exit quietly, as 130, without the interpreter's teardown, which with
+    # torch loaded costs a third of a second and does nothing for us (SIGTERM skips it too).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _serve_workers(settings: Settings, workers: int) -> int:
+    """``workers`` processes on one socket, under uvicorn's supervisor (which restarts a worker
+    that dies). Each worker rebuilds the app from ``settings`` (:func:`worker_app`); the server
+    configuration is the one a single process runs."""
+    import threading
+
+    from uvicorn.supervisors import Multiprocess
+
+    from mockserver.cassettes.files import CassetteError
+    from mockserver.http.server import uvicorn_config
+
+    # A broken cassette directory is found here, in one line, rather than by every worker.
+    if settings.cassettes:
+        from mockserver.app import create_app
+
+        try:
+            create_app(settings)
+        except CassetteError as exc:
+            print(f"mockserver: invalid --cassettes: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+    os.environ[WORKER_SETTINGS] = encode_settings(settings)  # spawned workers inherit it
+    config = uvicorn_config(
+        "mockserver.cli:worker_app",
+        settings.host,
+        settings.port,
+        settings.log_level,
+        header_timeout=settings.header_timeout,
+        max_connections=settings.max_connections,
+        shutdown_timeout=settings.shutdown_timeout,
+        factory=True,
+        workers=workers,
+    )
+    sock = config.bind_socket()
+    host, port = sock.getsockname()[:2]
+
+    class Supervisor(Multiprocess):
+        """uvicorn's, remembering which signal stopped it (Ctrl-C exits 130, as one process does)."""
+
+        stopped_by: str = ""
+
+        def handle_int(self) -> None:
+            self.stopped_by = "int"
+            super().handle_int()
+
+        def handle_term(self) -> None:
+            self.stopped_by = "term"
+            super().handle_term()
+
+    supervisor = Supervisor(config, sockets=[sock])
+
+    def announce() -> None:
+        # The socket listens from the start, but only a worker answers: the banner waits for one.
+        while not supervisor.should_exit.is_set():
+            if _answers(host, port):
+                print(banner(settings, host, port, workers), file=sys.stderr, flush=True)
+                return
+            supervisor.should_exit.wait(0.05)
+
+    threading.Thread(target=announce, name="mockserver-banner", daemon=True).start()
+    supervisor.run()
+    sock.close()
+    if supervisor.stopped_by == "int":
+        _interrupted()
+    if supervisor.stopped_by == "term":
+        return 0
+    # The supervisor stops by itself only when a worker failed to start (uvicorn logged why).
+    print("mockserver: a worker failed to start (see the log above)", file=sys.stderr)
+    return 1
+
+
+def _answers(host: str, port: int) -> bool:
+    """Whether ``GET /health`` on ``host:port`` answers at all (any status: a worker is up)."""
+    import http.client
+
+    connection = http.client.HTTPConnection(host if host not in ("0.0.0.0", "::") else "127.0.0.1", port, timeout=1)
+    try:
+        connection.request("GET", "/health")
+        connection.getresponse().read()
+        return True
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def _setting_error(error: ErrorDetails, flags: set[str]) -> str:
@@ -402,6 +595,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.command == "serve":
-        serve(settings)
-    return 0
+    workers = _workers(args, flags, settings)
+    if isinstance(workers, str):
+        print(workers, file=sys.stderr)
+        return 2
+    return serve(settings, workers)
+
+
+def _workers(args: argparse.Namespace, flags: set[str], settings: Settings) -> int | str:
+    """``--workers`` (else ``MOCKSERVER_WORKERS``, else 1), or the one line saying what is wrong
+    with it — a number below one, or several workers each keeping its own state in memory."""
+    given = args.workers if "workers" in flags else os.environ.get("MOCKSERVER_WORKERS")
+    where = "--workers" if "workers" in flags else "--workers (from MOCKSERVER_WORKERS)"
+    if given is None:
+        return 1
+    try:
+        workers = int(given)
+    except ValueError:
+        return f"mockserver: invalid {where}: a whole number of processes ≥ 1 (got {given!r})"
+    if workers < 1:
+        return f"mockserver: invalid {where}: a whole number of processes ≥ 1 (got {given!r})"
+    if workers > 1 and kind_of(settings.state) == "memory":
+        return (
+            f"mockserver: invalid {where}: {workers} workers cannot share --state memory (each would keep its "
+            "own rules, journal, limits and responses); use --state sqlite:PATH (one host) or "
+            "--state redis://HOST:PORT/DB"
+        )
+    return workers

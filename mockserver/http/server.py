@@ -17,11 +17,18 @@ Bounded connections, because a test double is also pointed at by load and chaos 
   ``limit_concurrency`` answers in plain text, which no SDK reads as an error body.
 * **A bounded shutdown** (``timeout_graceful_shutdown``): answers in flight get that long, then
   are cancelled, so a SIGTERM never waits on a request whose client is long gone.
+
+With ``workers`` > 1 (``mockserver serve --workers N``) the same configuration is handed to
+uvicorn's supervisor, which pickles it into each spawned worker: the app goes as an import
+string (a factory that rebuilds it from the settings, :mod:`mockserver.cli`), and the bounded
+protocol class pickles as "rebuild with this timeout and cap" (:class:`_Rebuilt`), so every
+worker bounds its connections exactly as one process does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copyreg
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +51,21 @@ def _overloaded(cap: int) -> bytes:
     return json.dumps(envelope(message, "server_error", None, "overloaded")).encode()
 
 
+class _Rebuilt(type):
+    """The metaclass of the bounded protocols: a class made at run time has no importable name,
+    so pickle (uvicorn sends its config to spawned workers by pickle) is told to rebuild it from
+    its parameters instead (registered with :mod:`copyreg` below)."""
+
+    parameters: tuple[float, int]
+
+
+def _rebuild(cls: _Rebuilt) -> tuple[Any, tuple[float, int]]:
+    return _http_protocol, cls.parameters
+
+
+copyreg.pickle(_Rebuilt, _rebuild)
+
+
 def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) -> type[asyncio.Protocol]:
     """``base`` (uvicorn's httptools or h11 protocol) with the head timeout and the connection
     cap. Both keep the request being answered in ``self.cycle``, a new object per request head
@@ -59,7 +81,8 @@ def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) ->
         (b"connection", b"close"),
     ]
 
-    class Bounded(base):  # type: ignore[valid-type,misc]
+    class Bounded(base, metaclass=_Rebuilt):  # type: ignore[valid-type,misc]
+        parameters = (timeout, cap)
         _head_timer: asyncio.TimerHandle | None = None
         _armed_for: object = None  # the cycle current when the timer was armed
 
@@ -121,7 +144,7 @@ def _http_protocol(timeout: float, cap: int) -> type[asyncio.Protocol]:
 
 
 def uvicorn_config(
-    app: ASGIApp,
+    app: ASGIApp | str,
     host: str = "127.0.0.1",
     port: int = 0,
     log_level: str = "warning",
@@ -134,7 +157,7 @@ def uvicorn_config(
     """uvicorn's ``Config`` as every mockserver server runs: uvloop and httptools where they
     are installed, no access log (a test double answers thousands of calls), the lifespan on,
     the keep-alive and connection bounds above. ``overrides`` are the few things a caller must
-    differ in."""
+    differ in (``workers`` with ``factory=True`` and an import string for ``app``: see above)."""
     import uvicorn
 
     options: dict[str, Any] = {

