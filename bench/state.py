@@ -151,11 +151,11 @@ def report(cells: list[Cell]) -> str:
         )
     lines.append("")
     for name in ("sqlite", "redis", "redis ×2"):
-        added = [c.cpu_us - memory[c.concurrency].cpu_us for c in cells if c.server == name and c.concurrency in memory]
-        if added:
-            worst = max(added) / 1000
+        extra = [c.cpu_us - memory[c.concurrency].cpu_us for c in cells if c.server == name and c.concurrency in memory]
+        if extra:
+            worst = max(extra) / 1000
             verdict = f" (goal ≤ {GOAL_MS} ms: {'met' if worst <= GOAL_MS else 'missed'})" if name == "redis" else ""
-            lines.append(f"- {name} adds {min(added) / 1000:.3f}–{worst:.3f} ms server CPU per request{verdict}")
+            lines.append(f"- {name} adds {min(extra) / 1000:.3f}–{worst:.3f} ms server CPU per request{verdict}")
     return "\n".join(lines)
 
 
