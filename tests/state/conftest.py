@@ -2,11 +2,15 @@
 
 ``redis`` runs against a real ``redis-server`` started for the session on a free port
 (:mod:`tests.support.redis_server`; ``make test`` installs one when the machine lacks it).
+
+``state_url`` is the parametrized one (ids ``memory``, ``sqlite``, ``redis``); ``state`` opens a
+fresh, empty state on it, and ``reopen`` opens more on the same URL — what another server
+process sharing the state would hold (for memory that is a state of its own: nothing is shared).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,8 @@ from tests.support.redis_server import INSTALL, RedisServer, binary
 
 ENGINES = ("memory", "sqlite", "redis")
 
+Reopen = Callable[[], Awaitable[State]]
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
@@ -28,19 +34,9 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
 
 
-@pytest_asyncio.fixture(params=ENGINES)
-async def state(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[State]:
-    """A fresh, empty state of each engine in turn."""
-    url = _url(request, tmp_path)
-    opened = open_state(url, SystemClock())
-    await opened.ping()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-def _url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture(params=ENGINES)
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty state of each engine in turn."""
     engine = request.param
     if engine == "memory":
         return "memory"
@@ -49,3 +45,38 @@ def _url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()
     return server.url
+
+
+@pytest_asyncio.fixture
+async def state(state_url: str) -> AsyncIterator[State]:
+    """A fresh, empty state of each engine in turn."""
+    async with _opened() as (opener, _):
+        yield await opener(state_url)
+
+
+@pytest_asyncio.fixture
+async def reopen(state_url: str) -> AsyncIterator[Reopen]:
+    """Opens another state on ``state``'s URL (pinged; closed after the test)."""
+    async with _opened() as (opener, _):
+        yield lambda: opener(state_url)
+
+
+class _opened:
+    """Opens states (pinged) and closes every one of them, and its records, on the way out."""
+
+    def __init__(self) -> None:
+        self.states: list[State] = []
+
+    async def open(self, url: str) -> State:
+        opened = open_state(url, SystemClock())
+        self.states.append(opened)
+        await opened.ping()
+        return opened
+
+    async def __aenter__(self) -> tuple[Callable[[str], Awaitable[State]], list[State]]:
+        return self.open, self.states
+
+    async def __aexit__(self, *exc: object) -> None:
+        for opened in reversed(self.states):
+            await opened.close()
+            await opened.records.close()  # the state leaves its records open: we close them
