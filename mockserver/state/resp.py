@@ -95,6 +95,8 @@ class PyReader:
         self._buffer += data
 
     def gets(self) -> Reply:
+        if self._start >= len(self._buffer):  # the usual end of a read: everything parsed
+            return False
         try:
             reply, end = self._parse(self._start)
         except _Incomplete:
@@ -204,7 +206,10 @@ class Address:
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         tls = None
         if parts.scheme == "rediss":
-            tls = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
+            try:
+                tls = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
+            except OSError as exc:  # ssl_ca_certs names no readable file
+                raise ValueError(f"cannot read ssl_ca_certs of {hidden(url)}: {exc.strerror or exc}") from None
             if options.get("ssl_cert_reqs", "required").lower() == "none":
                 tls.check_hostname = False
                 tls.verify_mode = ssl.CERT_NONE

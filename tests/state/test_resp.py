@@ -155,6 +155,8 @@ def test_urls() -> None:
     secure = Address.parse("rediss://h:1/0?ssl_cert_reqs=none")
     assert secure.tls is not None and not secure.tls.check_hostname
     assert Address.parse("rediss://h").tls is not None and Address.parse("rediss://h").tls.check_hostname  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="ssl_ca_certs"):
+        Address.parse("rediss://h/0?ssl_ca_certs=/no/such/file.pem")
     with pytest.raises(ValueError, match=r"\*\*\*") as bad:
         Address.parse("redis://:hunter2@h:port/0")
     assert "hunter2" not in str(bad.value)
