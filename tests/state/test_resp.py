@@ -272,7 +272,7 @@ async def test_lost_and_found_again(guarded: RedisServer, pure: bool) -> None:
                 assert await client.call("PING") == b"PONG"
                 break
             except StateUnavailable:
-                assert time.monotonic() - back < 1.5, "not back within the back-off"
+                assert time.monotonic() - back < 2, "not back within the back-off (0.5 s at most)"
                 await asyncio.sleep(0.02)
         assert await client.call("SET", "k", "again") == b"OK"
     finally:
@@ -347,7 +347,7 @@ async def test_a_command_that_gets_no_reply_times_out(silent: _Silent) -> None:
     try:
         started = time.monotonic()
         results = await asyncio.gather(*(client.call("GET", "k") for _ in range(5)), return_exceptions=True)
-        assert 0.25 < time.monotonic() - started < 1.5
+        assert 0.25 < time.monotonic() - started < 3
         assert all(isinstance(r, StateUnavailable) and "no reply within 0.3 s" in r.message for r in results)
     finally:
         await client.close()
@@ -359,7 +359,7 @@ async def test_a_login_that_gets_no_reply_times_out(silent: _Silent) -> None:
         started = time.monotonic()
         with pytest.raises(StateUnavailable, match=r"could not connect within 0.3 s") as late:
             await client.call("PING")
-        assert time.monotonic() - started < 1.5 and ":***@" in late.value.message
+        assert time.monotonic() - started < 3 and ":***@" in late.value.message
     finally:
         await client.close()
 
