@@ -298,10 +298,13 @@ class _Connection(asyncio.Protocol):
         self.pending.append(_Waiter(future, count, batch, self.loop.time() + self.timeout))
         if self.timer is None:
             self.timer = self.loop.call_later(self.timeout, self._watch)
-        # Written at the end of this turn of the loop, with whatever else was sent meanwhile: one
-        # write (one system call, the bulk of a command's cost) for all the requests in flight.
+        # Alone in flight, it is written now. Otherwise at the end of this turn of the loop, with
+        # whatever else is sent meanwhile: one write (one system call, the bulk of a command's
+        # cost) for all the requests in flight.
         if self.outgoing:
             self.outgoing.append(payload)
+        elif len(self.pending) == 1:
+            self.transport.write(payload)
         else:
             self.outgoing = [payload]
             self.loop.call_soon(self._flush)
