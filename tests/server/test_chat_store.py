@@ -19,8 +19,10 @@ import pytest
 from mockserver.app import create_app
 from mockserver.clock import VirtualClock
 from mockserver.config import Settings
+from mockserver.responses.redis import RedisStore
 from mockserver.responses.sqlite import SqliteStore
 from mockserver.responses.store import MemoryStore, Query, Record, Store
+from tests.state.conftest import redis_server  # noqa: F401  (a real redis-server, for the redis store)
 from tests.support.live import FROZEN, Borrowed, Live, serve_in_thread
 from tests.support.spec import errors, validate
 
@@ -293,9 +295,13 @@ def _response(record_id: str) -> Record:
     return Record(record_id, obj, (), (("user", "hi"),))
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Store, VirtualClock]:
     clock = VirtualClock(FROZEN)
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+        return RedisStore(server.url, clock, 60), clock
     chosen: Store = (
         MemoryStore(clock, ttl=60) if request.param == "memory" else SqliteStore(str(tmp_path / "s.db"), clock, 60)
     )

@@ -10,8 +10,10 @@ import pytest
 
 from mockserver.clock import VirtualClock
 from mockserver.responses.lifecycle import legal, wait_until
+from mockserver.responses.redis import RedisStore
 from mockserver.responses.sqlite import SqliteStore
 from mockserver.responses.store import MemoryStore, Record, Store
+from tests.state.conftest import redis_server  # noqa: F401  (a real redis-server, for the redis store)
 from tests.support.live import FROZEN
 
 
@@ -37,9 +39,13 @@ def _record(response_id: str) -> Record:
     return Record(response_id, {"id": response_id, "status": "in_progress"}, (), (("user", "hi"),), True, True)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     clock = VirtualClock(FROZEN)
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+        return RedisStore(server.url, clock)
     return (
         MemoryStore(clock, capacity=3, ttl=60)
         if request.param == "memory"
