@@ -364,6 +364,8 @@ class RedisStore:
         now, wall = self._clock.now(), time.time()
         if ids is None:
             ids = [member.decode() for member in await self._redis.call("SMEMBERS", _RUNNING)]
+        else:
+            ids = list(dict.fromkeys(ids))  # each once, as SQL's IN has it
         wanted = ("status", "kind", "expires", "seq", "owner", *_FIELDS)
         rows = await self._redis.pipeline(*(("HMGET", RECORDS + "r:" + i, *wanted) for i in ids))
         running: list[tuple[int, bytes, Record]] = []
