@@ -21,6 +21,7 @@ from mockserver.responses.redis import OWNERS, RedisStore
 from mockserver.responses.sqlite import SqliteStore
 from mockserver.responses.store import MemoryStore, Query, Record, Store
 from mockserver.spine.events import Event, TextDelta
+from mockserver.state.redis import RedisState
 from mockserver.state.resp import Client
 from tests.support.live import FROZEN
 from tests.support.redis_server import RedisServer
@@ -421,3 +422,33 @@ async def test_a_run_whose_store_closed_is_failed_by_another(redis_url: str) -> 
 
 async def _collect(lifecycle: Lifecycle, response_id: str, after: int) -> list[Json]:
     return [event async for event in lifecycle.follow(response_id, after)]
+
+
+# ---- Redis: a database shared with other data --------------------------------------------------
+
+
+async def test_state_and_records_keep_to_their_namespaces(redis_url: str) -> None:
+    clock = VirtualClock(FROZEN)
+    store = RedisStore(redis_url, clock)
+    state = RedisState(redis_url, store)
+    redis = Client(redis_url)
+    try:
+        await redis.call("SET", "theirs", "1")
+        await redis.call("HSET", "mockserverish", "f", "v")
+        await state.put("k", b"v")
+        await state.map_put("m", "f", b"v")
+        await state.push("l", b"v", 3)
+        assert await store.create(_response("resp_a"))
+        await state.forget("")  # the state's keys, not the records', nor anyone else's
+        assert await state.get("k") is None and await state.items("l") == [] and await state.map_all("m") == {}
+        assert await store.get("resp_a") is not None
+        await state.put("k", b"v")
+        await store.clear()  # the records, not the state
+        assert await store.get("resp_a") is None and await state.get("k") == b"v"
+        assert await redis.call("GET", "theirs") == b"1" and await redis.call("HGET", "mockserverish", "f") == b"v"
+        ours = set(await redis.call("KEYS", "*")) - {b"theirs", b"mockserverish"}
+        assert ours and all(key.startswith(b"mockserver:") for key in ours)
+    finally:
+        await state.close()
+        await store.close()
+        await redis.close()
