@@ -17,6 +17,7 @@ import importlib.metadata
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import typing
@@ -527,7 +528,10 @@ def _serve_workers(settings: Settings, workers: int) -> int:
     if supervisor.stopped_by == "int":
         _interrupted()
     if supervisor.stopped_by == "term":
-        return 0
+        # As one process ends on SIGTERM (uvicorn re-raises it): killed by the signal, status -15.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return 0  # not reached
     # The supervisor stops by itself only when a worker failed to start (uvicorn logged why).
     print("mockserver: a worker failed to start (see the log above)", file=sys.stderr)
     return 1
