@@ -143,3 +143,13 @@ def test_the_password_of_the_state_url_is_never_shown() -> None:
         everything = node.output() + metrics + health.text + down.text
         node.log.unlink(missing_ok=True)
     assert password not in everything
+
+
+def test_a_refused_password_at_start_up_is_one_line_without_it() -> None:
+    with RedisServer(password="the-right-one") as server:
+        wrong = server.url.replace("the-right-one", "not-the-right-one")
+        done = _serve("--state", wrong)
+    assert done.returncode != 0
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"redis://:***@127.0.0.1:{server.port}/0" in done.stderr, done.stderr
+    assert "right-one" not in done.stderr + done.stdout
