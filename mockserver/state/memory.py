@@ -121,7 +121,7 @@ class MemoryState:
         with self._lock:
             for table in (self._values, self._expiry, self._maps, self._lists, self._buckets):
                 for key in [k for k in table if k.startswith(prefix)]:
-                    del table[key]  # type: ignore[attr-defined]
+                    del table[key]
 
     async def ping(self) -> None:
         return None
