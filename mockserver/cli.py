@@ -34,7 +34,7 @@ from mockserver.profiles import PROFILES
 from mockserver.state.open import hidden, kind_of
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "LOG_LEVELS",
@@ -377,12 +377,27 @@ def decode_settings(text: str) -> Settings:
     return Settings(**json.loads(text))
 
 
-def worker_app() -> Starlette:
+def worker_app() -> ASGIApp:
     """The app one ``--workers`` process serves (uvicorn's app factory, imported by string in
-    each spawned worker): built from the parent's settings, as one process builds it."""
+    each spawned worker): built from the parent's settings, as one process builds it, and
+    settled (:func:`_settle`) once its start-up is done, as one process's is."""
     from mockserver.app import create_app
 
-    return create_app(decode_settings(os.environ[WORKER_SETTINGS]))
+    app = create_app(decode_settings(os.environ[WORKER_SETTINGS]))
+
+    async def settled(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def started(message: Message) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                _settle(app)
+
+        await app(scope, receive, started)
+
+    return settled
 
 
 def _reachable(settings: Settings) -> str | None:
