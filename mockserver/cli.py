@@ -31,7 +31,6 @@ from mockserver import __version__
 from mockserver.backends import MODEL_EXTRA, model_installed
 from mockserver.config import Settings
 from mockserver.profiles import PROFILES
-from mockserver.state.open import hidden, kind_of
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -308,6 +307,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def banner(settings: Settings, host: str, port: int, workers: int = 1) -> str:
     """What ``serve`` says once it listens: where, as what, and every mode a test author would
     otherwise wonder about. URLs of state are shown with their password hidden."""
+    from mockserver.state.open import hidden  # imported when serving: --help need not pay for it
+
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     strict = " (strict)" if settings.strict else ""
     chain = settings.chain()
@@ -407,7 +408,7 @@ def _reachable(settings: Settings) -> str | None:
     if settings.state == "memory":
         return None
     from mockserver.clock import SystemClock
-    from mockserver.state.open import open_state
+    from mockserver.state.open import hidden, open_state
 
     async def ping() -> None:
         state = open_state(settings.state, SystemClock(), store=settings.store or None)
@@ -420,10 +421,21 @@ def _reachable(settings: Settings) -> str | None:
     try:
         asyncio.run(ping())
     except Exception as exc:  # any engine's failure to open, said in one line
-        cause = exc.__cause__ or exc
-        reason = " ".join(str(cause).split()) or type(cause).__name__
-        return f"mockserver: cannot open --state {hidden(settings.state)}: {reason}"
+        return f"mockserver: cannot open --state {hidden(settings.state)}: {_reason(exc)}"
     return None
+
+
+def _reason(exc: Exception) -> str:
+    """Why opening failed, without the words a client's 503 says around it (the URL, "retry
+    shortly"): the banner's line names the URL already, and nothing will retry."""
+    from mockserver.state.base import StateUnavailable
+
+    if isinstance(exc, StateUnavailable):
+        inner = re.search(r"is unavailable \((.*)\)\. Retry shortly\.$", exc.message)
+        if inner is not None:
+            return inner.group(1)
+    cause = exc.__cause__ or exc
+    return " ".join(str(cause).split()) or type(cause).__name__
 
 
 def serve(settings: Settings, workers: int = 1) -> int:
@@ -634,7 +646,7 @@ def _workers(args: argparse.Namespace, flags: set[str], settings: Settings) -> i
         return f"mockserver: invalid {where}: a whole number of processes ≥ 1 (got {given!r})"
     if workers < 1:
         return f"mockserver: invalid {where}: a whole number of processes ≥ 1 (got {given!r})"
-    if workers > 1 and kind_of(settings.state) == "memory":
+    if workers > 1 and settings.state == "memory":  # Settings checked the URL: else sqlite or redis
         return (
             f"mockserver: invalid {where}: {workers} workers cannot share --state memory (each would keep its "
             "own rules, journal, limits and responses); use --state sqlite:PATH (one host) or "
