@@ -1,0 +1,161 @@
+"""Many sequences, one decoding step: the batched path of :meth:`GPT.step`, bit for bit.
+
+Continuous batching (see :mod:`mockserver.backends.reference.scheduler`) advances every live
+sequence together. A plain batched matrix product ``X[B, in] @ W`` would be cheaper, but on
+this CPU it rounds differently from the single-row product once B ≥ 4 (MKL switches from a
+per-row kernel to a blocked gemm), so an answer would depend on what else runs beside it. The
+step here is built only from operations whose every row is computed by exactly the code that
+computes it alone (``tests/unit/gpt/test_batch_invariance.py`` proves each one, B = 1…64):
+
+* matrix products as *per-row* batched products, ``torch.bmm([B, 1, in] @ [B, in, out])``
+  against the weight expanded (stride 0, no copy), and ``baddbmm`` where the single-row
+  step fuses the residual add into ``addmm``: MKL runs one single-row product per batch
+  entry, the very kernel ``[1, in] @ [in, out]`` runs;
+* layer norms over the last dimension, GELU and the rotary complex multiply: row-wise or
+  element-wise kernels whose rows are independent;
+* attention per row, ``scaled_dot_product_attention`` of the row's query over a view of its
+  own keys (its own length, no padding: padding with a mask changes the softmax's summation
+  order, by up to 2e-7 in a test).
+
+Keys and values live in :class:`SlotCache`: one buffer per layer, one *slot* (row) per
+sequence, each slot holding that sequence's visible keys contiguously and in order, so the
+view attention reads is exactly the tensor the single-row step builds by concatenation.
+
+Shapes use B = rows in the step, S = slots, H = heads, L = slot capacity, D = head size,
+C = embedding size, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mockserver.gpt.model import Block, KVCache
+
+if TYPE_CHECKING:
+    from mockserver.gpt.model import GPT
+
+__all__ = ["SlotCache", "step_rows"]
+
+# Room past the window in each slot: a slot whose keys reach its end moves its last
+# ``window - 1`` keys to the front, once every SPARE steps (a copy of ~130 kB per layer).
+SPARE = 64
+
+
+class SlotCache:
+    """The keys and values of many sequences: per layer, a buffer [S, H, L, D].
+
+    A sequence owns one slot; its visible keys are ``[start, end)`` of that slot, in order
+    (L = window - 1 + SPARE). Slots are handed out lowest first and the buffers grow (by
+    doubling) when every slot is taken. Only the scheduler's thread touches it.
+    """
+
+    def __init__(self, model: GPT, slots: int = 8) -> None:
+        cfg = model.cfg
+        self.model = model
+        self.keep = cfg.window - 1  # keys kept between steps, as KVCache keeps them
+        self.capacity = self.keep + SPARE
+        self._shape = (cfg.n_head, self.capacity, cfg.head_size)
+        self.keys = [torch.zeros(slots, *self._shape) for _ in range(cfg.n_layer)]
+        self.values = [torch.zeros(slots, *self._shape) for _ in range(cfg.n_layer)]
+        self.start = [0] * slots
+        self.end = [0] * slots
+        self.position = [0] * slots  # absolute position of the slot's next token
+        self._free = list(range(slots - 1, -1, -1))  # a stack: the lowest slot on top
+
+    @property
+    def slots(self) -> int:
+        return self.keys[0].size(0)
+
+    def in_use(self) -> int:
+        return self.slots - len(self._free)
+
+    def _grow(self) -> None:
+        old = self.slots
+        self.keys = [torch.cat((k, torch.zeros_like(k))) for k in self.keys]
+        self.values = [torch.cat((v, torch.zeros_like(v))) for v in self.values]
+        self.start += [0] * old
+        self.end += [0] * old
+        self.position += [0] * old
+        self._free = list(range(2 * old - 1, old - 1, -1)) + self._free
+
+    def load(self, cache: KVCache, slot: int | None = None) -> int:
+        """Copy ``cache`` into a slot (a new one unless given); returns the slot."""
+        if slot is None:
+            if not self._free:
+                self._grow()
+            slot = self._free.pop()
+        t = cache.keys[0].size(2)  # ≤ window - 1: KVCache trims as it goes
+        for layer, (k, v) in enumerate(zip(cache.keys, cache.values, strict=True)):
+            self.keys[layer][slot, :, :t] = k[0]
+            self.values[layer][slot, :, :t] = v[0]
+        self.start[slot], self.end[slot], self.position[slot] = 0, t, cache.position
+        return slot
+
+    def export(self, slot: int) -> KVCache:
+        """The slot as a :class:`KVCache` (copies), e.g. to feed a few tokens the single-row way."""
+        a, b = self.start[slot], self.end[slot]
+        keys = [k[slot : slot + 1, :, a:b].clone() for k in self.keys]
+        values = [v[slot : slot + 1, :, a:b].clone() for v in self.values]
+        return KVCache(keys, values, self.position[slot])
+
+    def free(self, slot: int) -> None:
+        self._free.append(slot)
+        self._free.sort(reverse=True)  # lowest on top: live slots stay packed at the front
+
+    def _make_room(self, slot: int) -> None:
+        """Before a write at the slot's end: if it is full, move its last keys to the front."""
+        if self.end[slot] < self.capacity:
+            return
+        a, b = self.end[slot] - self.keep, self.end[slot]
+        for buffer in (*self.keys, *self.values):
+            buffer[slot, :, : self.keep] = buffer[slot, :, a:b].clone()  # overlapping ranges
+        self.start[slot], self.end[slot] = 0, self.keep
+
+
+@torch.inference_mode()
+def step_rows(model: GPT, cache: SlotCache, slots: list[int], tokens: list[int]) -> Tensor:
+    """One decoding step for each ``(slot, token)``: logits [B, V], row i bit-identical to
+    ``model.step(tokens[i], <slot i as a KVCache>)[0]``; each slot gains the token's keys."""
+    cfg = model.cfg
+    b, c, h, d = len(slots), cfg.n_embd, cfg.n_head, cfg.head_size
+    window = cfg.window
+    for slot in slots:
+        cache._make_room(slot)
+    ends = [cache.end[s] for s in slots]  # where each row's new key is written
+    starts = [max(cache.start[s], e + 1 - window) for s, e in zip(slots, ends, strict=True)]
+    at = torch.tensor(ends)
+    rows = torch.tensor(slots)
+    rot = model.rotary.table[torch.tensor([cache.position[s] for s in slots])].unsqueeze(1)  # [B, 1, D/2]
+    x = model.embed[tokens].unsqueeze(1)  # [B, 1, C]
+    for layer, block in enumerate(model.blocks):
+        assert isinstance(block, Block)
+        keys, values = cache.keys[layer], cache.values[layer]
+        # The single-row Block.decode, op for op, with bmm for mm and baddbmm for addmm.
+        qkv = torch.bmm(F.layer_norm(x, (c,), block.norm1), block.w_qkv.expand(b, c, 3 * c))  # [B, 1, 3C]
+        pairs = torch.view_as_complex(qkv[:, 0, : 2 * c].reshape(b, 2 * h, d // 2, 2))
+        qk = torch.view_as_real(pairs * rot).view(b, 2, h, d)  # rotated q and k
+        keys[rows, :, at] = qk[:, 1]
+        values[rows, :, at] = qkv[:, 0, 2 * c :].view(b, h, d)
+        att = torch.cat(
+            [
+                F.scaled_dot_product_attention(
+                    qk[i, 0].view(1, h, 1, d), keys[s : s + 1, :, a : e + 1], values[s : s + 1, :, a : e + 1]
+                )
+                for i, (s, a, e) in enumerate(zip(slots, starts, ends, strict=True))
+            ]
+        )  # [B, H, 1, D]
+        x = torch.baddbmm(x, att.view(b, 1, c), block.w_proj.expand(b, c, c))
+        hidden = F.gelu(
+            torch.bmm(F.layer_norm(x, (c,), block.norm2), block.w_fc.expand(b, c, 4 * c)), approximate="tanh"
+        )
+        x = torch.baddbmm(x, hidden, block.w_out.expand(b, 4 * c, c))
+    head = model._head if model._head is not None else model.embed.t()
+    logits = torch.bmm(F.layer_norm(x, (c,), model.norm), head.expand(b, c, cfg.vocab_size))
+    for slot, start, end in zip(slots, starts, ends, strict=True):
+        cache.start[slot], cache.end[slot] = max(start, end + 1 - cache.keep), end + 1
+        cache.position[slot] += 1
+    return logits.view(b, cfg.vocab_size)
