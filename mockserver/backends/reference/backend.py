@@ -11,9 +11,14 @@ and a pool thread costs two thread wake-ups (~0.5 ms on a small VM), so it runs 
 as it can: it keeps stepping while nobody else waits for the pool (up to
 :data:`~mockserver.backends.reference.decoding.SLICE_ALONE`), and yields after ``SLICE_SHARED`` when somebody does.
 
-Each request runs alone through the model (batch size 1, no cross-request batching), so its
-numbers cannot depend on what else is running. Torch runs one intra-op thread per pool
-worker: for a model this small, op-level threading costs more than it gives.
+That is the *single-row* path (``max_batch=0``). By default (``max_batch`` > 0) decoding is
+batched instead: every request joins one :class:`~mockserver.backends.reference.scheduler.Scheduler`,
+whose thread advances all live choices of all requests in one batched model step per turn
+(continuous batching). Its batched step is built from batch-invariant operations only, so a
+row's numbers are bit-identical to the single-row path's whatever else shares the step: an
+answer never depends on what else is running (``docs/reference-model.md``, "Batching"). The
+pool still loads the model and computes embeddings. Torch runs one intra-op thread per model
+thread: for a model this small, op-level threading costs more than it gives.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from mockserver.answers import director
 from mockserver.backends.reference.best_of import best_of
 from mockserver.backends.reference.decoding import Decoding
 from mockserver.backends.reference.runtime import ASSET_FILES, Runtime
+from mockserver.backends.reference.scheduler import Scheduler, Ticket, receive
 from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest
@@ -41,15 +47,20 @@ if TYPE_CHECKING:
     from mockserver.media.vectors import Space, TokenCheck
     from mockserver.spine.backend import Backend
 
-__all__ = ["ReferenceBackend", "from_parts"]
+__all__ = ["MAX_BATCH", "ReferenceBackend", "from_parts"]
+
+MAX_BATCH = 64  # rows (choices) in one batched step; more wait their turn, first come first served
 
 _T = TypeVar("_T")
 
 
 class ReferenceBackend:
-    """Backend over :class:`Runtime`; ``threads`` is the size of the model pool."""
+    """Backend over :class:`Runtime`; ``threads`` is the size of the model pool, ``max_batch``
+    the rows of the batched decoding step (0: every request decodes alone, on the pool)."""
 
-    def __init__(self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192) -> None:
+    def __init__(
+        self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192, max_batch: int = MAX_BATCH
+    ) -> None:
         from mockserver.gpt.tokenizer import ASSETS
 
         directory = assets or ASSETS
@@ -69,6 +80,8 @@ class ReferenceBackend:
         self._loading: Future[Runtime] | None = None
         self.steps = 0  # decoding steps taken, all requests together (observable by tests)
         self._pooler: Pooler | None = None  # embeddings, made on first use
+        self.max_batch = max_batch
+        self._scheduler: Scheduler | None = None  # made with the runtime, when batching
 
     def warm_up(self) -> Future[Runtime]:
         """Start loading the model in the pool (idempotent); requests wait for it."""
@@ -79,6 +92,18 @@ class ReferenceBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            if self._scheduler is not None:
+                self._scheduler.close()
+
+    def _count(self, steps: int) -> None:
+        self.steps += steps
+
+    def _batch(self, runtime: Runtime) -> Scheduler:
+        with self._lock:
+            if self._scheduler is None:
+                self._scheduler = Scheduler(runtime, self.max_batch, on_steps=self._count)
+            return self._scheduler
 
     def _submit(self, fn: Callable[[], _T]) -> Future[_T]:
         with self._lock:
@@ -120,6 +145,16 @@ class ReferenceBackend:
 
     async def _generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         runtime = await asyncio.wrap_future(self.warm_up())
+        if self.max_batch > 0:
+            scheduler = self._batch(runtime)
+            decoding = await asyncio.wrap_future(self._submit(partial(Decoding, runtime, request, scheduler.rows)))
+            stream = receive(scheduler, Ticket(decoding, asyncio.get_running_loop()))
+            try:
+                async for event in stream:
+                    yield event
+            finally:
+                await aclose(stream)
+            return
 
         def start() -> tuple[Decoding, list[Event]]:
             job = Decoding(runtime, request)

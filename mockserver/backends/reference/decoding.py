@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mockserver.backends import prompts
 from mockserver.backends.recital import Recital
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from mockserver.backends.reference.sampling import Sampler
     from mockserver.gpt.model import KVCache
 
-__all__ = ["SLICE_ALONE", "SLICE_SHARED", "Choice", "Decoding"]
+__all__ = ["SLICE_ALONE", "SLICE_SHARED", "Alone", "Choice", "Decoding", "Stepper"]
 
 SLICE_SHARED = 0.004  # a non-streamed request's pool task, when other work is waiting
 SLICE_ALONE = 0.1  # ... and when none is: a lone request finishes in one task
@@ -55,13 +55,14 @@ class Choice:
     sampler: Sampler
     assembler: TextAssembler
     logits: Tensor  # [V] scores for the next token
-    cache: KVCache
+    cache: KVCache | None  # None once the batch scheduler holds its keys (in ``slot``)
     budget: int  # tokens it may still sample
     done: bool = False
     thinking: bool = False  # a reasoning model, still thinking (its text goes out as Reasoning)
     thought: int = 0  # reasoning tokens sampled
     recital: Recital | None = None  # a decided answer, played instead of sampling
     scores: Tensor | None = None  # [len(recital.ids), V] log-probabilities of that answer's tokens
+    slot: int | None = None  # its row in the batch scheduler's key cache, while it has one
 
     reasoning_decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -72,15 +73,42 @@ class Choice:
         return self.recital.produced if self.recital is not None else self.sampler.sampled
 
 
-class Decoding:
-    """One request's state between steps. Runs only on pool threads, one step at a time."""
+class Stepper(Protocol):
+    """Runs the model for a choice: after :meth:`step` (or :meth:`feed`), ``choice.logits``
+    score the token after ``token_id`` (after ``ids``) — at once, or, for the batch scheduler,
+    once the step's batched compute has run (before the choice is advanced again)."""
 
-    def __init__(self, runtime: Runtime, request: GenerationRequest) -> None:
+    def step(self, choice: Choice, token_id: int) -> None: ...
+
+    def feed(self, choice: Choice, ids: list[int]) -> None: ...
+
+
+class Alone:
+    """The single-row :class:`Stepper`: each choice through the model by itself, at once."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.model = runtime.model
+
+    def step(self, choice: Choice, token_id: int) -> None:
+        assert choice.cache is not None
+        choice.logits, choice.cache = self.model.step(token_id, choice.cache)
+
+    def feed(self, choice: Choice, ids: list[int]) -> None:
+        assert choice.cache is not None
+        choice.logits, choice.cache = self.model.feed(ids, choice.cache)
+
+
+class Decoding:
+    """One request's state between steps. Runs only on model threads, one step at a time;
+    ``stepper`` runs the model for its choices (by default each alone, at once)."""
+
+    def __init__(self, runtime: Runtime, request: GenerationRequest, stepper: Stepper | None = None) -> None:
         from mockserver.backends.reference import sampling
 
         self._sampling = sampling
         self.runtime = runtime
         self.request = request
+        self.stepper: Stepper = stepper if stepper is not None else Alone(runtime)
         tok = runtime.tokenizer
         params = request.sampling
         # Chat replies end at <|im_end|>; any special token ends a reply, since none is text.
@@ -144,6 +172,8 @@ class Decoding:
         )
         if params.logprobs is not None and recital.ids:
             import torch
+
+            assert choice.cache is not None  # scored while the request opens, before any step
 
             after = self.runtime.model.score(recital.ids[:-1], choice.cache) if len(recital.ids) > 1 else None
             rows = choice.logits.unsqueeze(0) if after is None else torch.cat((choice.logits.unsqueeze(0), after))
@@ -247,7 +277,7 @@ class Decoding:
                     released += choice.assembler.flush()
                     reason = "length"
                 else:
-                    choice.logits, choice.cache = self.runtime.model.step(token_id, choice.cache)
+                    self.stepper.step(choice, token_id)
             if released:
                 text = "".join(t.text for t in released)
                 events.append(TextDelta(choice.index, text, tuple(released) if params.logprobs is not None else ()))
@@ -264,7 +294,7 @@ class Decoding:
             choice.thinking = False
             tail = choice.reasoning_decoder.decode(b"", final=True)
             turn = [tok.im_end_id, *tok.encode("\n"), tok.im_start_id, *tok.encode("assistant\n")]
-            choice.logits, choice.cache = self.runtime.model.feed(turn, choice.cache)
+            self.stepper.feed(choice, turn)
             return [Reasoning(choice.index, tail)] if tail else []
         choice.sampler.observe(token_id)
         choice.thought += 1
@@ -274,7 +304,7 @@ class Decoding:
             tail = choice.reasoning_decoder.decode(b"", final=True)
             events += [Reasoning(choice.index, tail)] if tail else []
             return events + self._finish(choice, "length")
-        choice.logits, choice.cache = self.runtime.model.step(token_id, choice.cache)
+        self.stepper.step(choice, token_id)
         return events
 
     def _recital_step(self, choice: Choice, recital: Recital) -> list[Event]:
