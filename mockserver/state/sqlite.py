@@ -48,6 +48,7 @@ log = logging.getLogger("mockserver")
 
 BUSY_TIMEOUT = 5.0  # seconds a call waits (on the worker thread) for another process's write lock
 CHECKPOINT_EVERY = 256  # commits on the loop's connection between two passive checkpoints
+_RESTART_TRIES = 20  # tries at a checkpoint that restarts the log (each waits for no lock)
 _SWEEP_EVERY = 256  # puts with a ttl between two sweeps of the expired values
 
 _T = TypeVar("_T")
@@ -67,7 +68,8 @@ CREATE TABLE IF NOT EXISTS state_maps (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state_lists (
     key TEXT NOT NULL,
-    seq INTEGER NOT NULL,  -- consecutive per key, oldest lowest: the trim is one range
+    seq INTEGER NOT NULL,  -- consecutive per key, oldest lowest
+    cap INTEGER NOT NULL,  -- the cap it was pushed with: the newest row's says which rows are the list
     value BLOB NOT NULL,
     PRIMARY KEY (key, seq)
 );
@@ -92,11 +94,16 @@ WHERE typeof(value) = 'integer' OR expires <= ?3
 RETURNING value
 """
 
-_PUSH = """
-INSERT INTO state_lists (key, seq, value)
-SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2 FROM state_lists WHERE key = ?1
-RETURNING seq
+# A list is the rows of its key above the newest row's ``seq - cap``. The rows below are
+# deleted only every _TRIM_EVERY pushes: deleting the oldest row on every push rewrites one
+# more page per commit (measured ~25 µs of a ~70 µs push).
+_NEWEST = "SELECT seq, cap FROM state_lists WHERE key = ? ORDER BY seq DESC LIMIT 1"
+_ITEMS = """
+SELECT value FROM state_lists
+WHERE key = ?1 AND seq > (SELECT seq - cap FROM state_lists WHERE key = ?1 ORDER BY seq DESC LIMIT 1)
+ORDER BY seq
 """
+_TRIM_EVERY = 32
 
 
 class _Busy(Exception):
@@ -268,8 +275,20 @@ class SqliteState:
         db = self._slow
         if db is None or self._closed:
             return
-        try:  # PASSIVE: copies what no reader still needs, waits for nobody
+        try:
+            # PASSIVE copies the log back without blocking anyone; but while the loop keeps
+            # committing, the log is never found fully copied and would only grow. RESTART then
+            # copies the little that is left holding the write lock — so the next writer starts
+            # the log over — and it does not wait for that lock (busy timeout 0): the loop's
+            # calls meanwhile meet the lock and queue on this thread behind it.
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            pause = 0.0001
+            for _ in range(_RESTART_TRIES):  # the lock is free more often than not: a few tries do
+                ((busy, _, _),) = db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                if not busy or self._closed:
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 0.002)
         except sqlite3.Error as exc:
             log.debug("the state's checkpoint was skipped (the next one catches up): %s", exc)
 
@@ -295,8 +314,9 @@ class SqliteState:
             sweep = self._ttl_puts % _SWEEP_EVERY == 0
 
         def write(db: sqlite3.Connection) -> None:
-            db.execute(
-                "INSERT OR REPLACE INTO state_values (key, value, expires) VALUES (?, ?, ?)",
+            db.execute(  # an upsert updates the row in place (REPLACE would delete and reinsert it)
+                "INSERT INTO state_values (key, value, expires) VALUES (?1, ?2, ?3) "
+                "ON CONFLICT (key) DO UPDATE SET value = ?2, expires = ?3",
                 (key, bytes(value), expires),
             )
             if sweep:  # expired values nobody reads again would stay otherwise
@@ -324,14 +344,20 @@ class SqliteState:
         db.execute("UPDATE state_values SET value = ? WHERE key = ?", (number, key))
         return number
 
-    async def add(self, key: str, by: int = 1) -> int:
-        now = time.time()
-
+    def _count_alone(self, key: str, by: int, now: float) -> Callable[[sqlite3.Connection], int]:
         def count(db: sqlite3.Connection) -> int:
+            # One statement is atomic by itself (it takes the write lock before it reads): no
+            # BEGIN / COMMIT to pay, unless the value is bytes and Python must read it.
+            row = db.execute(_COUNT, (key, by, now)).fetchall()
+            if row:
+                return int(row[0][0])
             with _transaction(db):
                 return self._count(db, key, by, now)
 
-        return await self._run(count)
+        return count
+
+    async def add(self, key: str, by: int = 1) -> int:
+        return await self._run(self._count_alone(key, by, time.time()))
 
     async def exchange(
         self, read: Sequence[str] = (), count: Sequence[str] = ()
@@ -350,6 +376,9 @@ class SqliteState:
                 return []
             found = dict(db.execute(select, (*dict.fromkeys(wanted), now)).fetchall())
             return [_decimal(found.get(key)) for key in wanted]
+
+        if not wanted and len(count) == 1:  # one count alone: what add does
+            return [], [await self._run(self._count_alone(count[0], 1, now))]
 
         def both(db: sqlite3.Connection) -> tuple[list[bytes | None], list[int]]:
             if not count:
@@ -388,17 +417,24 @@ class SqliteState:
 
         def append(db: sqlite3.Connection) -> None:
             with _transaction(db):
-                ((seq,),) = db.execute(_PUSH, (key, bytes(value))).fetchall()
-                # The seqs of a key are consecutive, so its newest ``cap`` are those above seq - cap.
-                db.execute("DELETE FROM state_lists WHERE key = ? AND seq <= ?", (key, seq - cap))
+                newest = db.execute(_NEWEST, (key,)).fetchone()
+                last, was = newest if newest is not None else (0, 0)
+                if cap > was + 1:
+                    # A larger cap than the list's would bring back rows it has dropped but not
+                    # yet deleted: delete them first.
+                    db.execute("DELETE FROM state_lists WHERE key = ? AND seq <= ?", (key, last - was))
+                seq = last + 1
+                db.execute(
+                    "INSERT INTO state_lists (key, seq, cap, value) VALUES (?, ?, ?, ?)", (key, seq, cap, bytes(value))
+                )
+                if seq % _TRIM_EVERY == 0:
+                    db.execute("DELETE FROM state_lists WHERE key = ? AND seq <= ?", (key, seq - cap))
 
         await self._run(append)
 
     async def items(self, key: str) -> list[bytes]:
         def select(db: sqlite3.Connection) -> list[bytes]:
-            return [
-                value for (value,) in db.execute("SELECT value FROM state_lists WHERE key = ? ORDER BY seq", (key,))
-            ]
+            return [value for (value,) in db.execute(_ITEMS, (key,))]
 
         return await self._run(select)
 

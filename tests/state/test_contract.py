@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import random
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -266,6 +268,17 @@ async def test_concurrent_pushes_keep_exactly_cap(state: State) -> None:
     items = await state.items("l")
     assert len(items) == 50
     assert len(set(items)) == 50
+
+
+async def test_push_matches_a_deque_through_changing_caps(state: State) -> None:
+    rng = random.Random(17)
+    model: deque[bytes] = deque()
+    for i in range(150):
+        cap = rng.choice([0, 1, 2, 3, 5, 8, 13, 40])
+        model = deque(model, maxlen=cap)
+        model.append(b"%d" % i)
+        await state.push("l", b"%d" % i, cap)
+        assert await state.items("l") == list(model), (i, cap)
 
 
 # ---- token buckets --------------------------------------------------------------------------
