@@ -4,25 +4,29 @@ Four tables of its own (``state_values``, ``state_maps``, ``state_lists``, ``sta
 created if missing, so the file may be the one :class:`~mockserver.responses.sqlite.SqliteStore`
 keeps the records in. WAL mode as there: readers never wait for the writer, and a commit is an
 append to the log (``synchronous=NORMAL``: no fsync per commit, nothing committed is lost when a
-process dies). Every read-modify-write (``add``, ``exchange``, ``push`` and its trim, ``draw``,
-``forget``) is one ``BEGIN IMMEDIATE`` transaction: the write lock is taken before anything is
-read, so two processes can neither count the same value nor both spend a bucket's last token.
+process dies). Every read-modify-write (``exchange`` with reads or several counts, ``push`` and
+its trim, ``draw``, ``forget``) is one ``BEGIN IMMEDIATE`` transaction: the write lock is taken
+before anything is read, so two processes can neither count the same value nor both spend a
+bucket's last token. A count alone (``add``) is one upsert, atomic by itself for the same reason.
 
 Where the statements run is the cost that matters: a scripted answer makes three or four state
-calls per request, each a few tens of µs of SQLite, while a hop to a worker thread and back (what
-``SqliteStore`` does) costs about 50 µs more per call. So a call runs **on the caller's thread**
-(the event loop) on a connection whose busy timeout is zero: it either completes at once or
-fails with ``SQLITE_BUSY`` before changing anything, because another process holds the write lock
-(or a checkpoint is being restarted). Only then is the same call run again on this state's one
-worker thread, on a second connection that waits for the lock in short sleeps — up to
-``timeout`` seconds, after which the file counts as unavailable. The event loop never sleeps on
-a lock; the uncontended call pays no thread hop.
+calls per request, each a few tens of µs of SQLite (most of it the eight system calls of a
+commit), while a hop to a worker thread and back (what ``SqliteStore`` does) costs 50–250 µs more
+per call on a busy machine. So a call runs **on the caller's thread** (the event loop) on a
+connection whose busy timeout is zero: it either completes at once or fails with ``SQLITE_BUSY``
+before changing anything, because another process holds the write lock (or a checkpoint does).
+Only then is the same call run again on this state's one worker thread, on a second connection
+that waits for the lock in short sleeps (0.1 ms doubling to 5 ms, rather than SQLite's own
+handler, whose first sleep is a whole millisecond) — up to ``timeout`` seconds, after which the
+file counts as unavailable. The event loop never sleeps on a lock; the uncontended call pays no
+thread hop.
 
 The loop's connection never checkpoints the log itself (a checkpoint writes pages back to the
-database and fsyncs it: measured 10–25 ms stalls on this disk). Every :data:`CHECKPOINT_EVERY`
-commits it asks the worker thread for a passive checkpoint instead, which blocks no reader or
-writer. Values put with a ``ttl`` carry an expiry in real time (``time.time()``, so every process
-agrees on it); expired rows read as absent and are swept now and then.
+database and fsyncs it: 10–25 ms stalls measured on this disk). Every :data:`CHECKPOINT_EVERY`
+commits it asks the worker thread for one instead (see :meth:`SqliteState._checkpointing`).
+Values put with a ``ttl`` carry an expiry in real time (``time.time()``, so every process agrees
+on it); expired rows read as absent and are swept now and then. Lists are trimmed in batches:
+which rows are a list is decided by its newest row's cap, so a read never sees more than the cap.
 """
 
 from __future__ import annotations
