@@ -45,8 +45,10 @@ envs: $(TEST_STAMP)
 
 # Two workers (pytest-xdist), one per core of the machines this runs on: the suite takes about
 # half the time. The reliability figures print only without workers: `make reliability`.
+# loadgroup: a module marked xdist_group (tests/fleet: processes shared by its tests) runs on
+# one worker, so what it starts is started once; every other test is spread as before.
 test: envs
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
 # bigger fuzz budgets, more SIGKILL rounds): about 7 minutes. `make test` runs its short version.

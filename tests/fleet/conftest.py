@@ -35,6 +35,11 @@ FLEET_FLAGS = (
 LAYOUTS = ("redis-2", "redis-4", "sqlite-2")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist registers the mark itself; without xdist (-p no:xdist) --strict-markers would refuse it.
+    config.addinivalue_line("markers", "xdist_group(name): run the group's tests on one xdist worker")
+
+
 @pytest.fixture(scope="session")
 def redis() -> Iterator[RedisServer]:
     if binary() is None:

@@ -13,7 +13,8 @@ import pytest
 from tests.fleet.conftest import QUEUE_TIME, RATE_LIMIT_RPM
 from tests.fleet.harness import MODEL, Node, new_session
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module (make test: --dist loadgroup), so its fleets start once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fleet")]
 
 TEXT = (
     "The harbour was quiet before dawn. Gulls circled the masts while the fishermen checked "
