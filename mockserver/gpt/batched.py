@@ -65,10 +65,26 @@ class SlotCache:
         self.end = [0] * slots
         self.position = [0] * slots  # absolute position of the slot's next token
         self._free = list(range(slots - 1, -1, -1))  # a stack: the lowest slot on top
+        self._expanded: dict[int, list[tuple[Tensor, ...]]] = {}
 
     @property
     def slots(self) -> int:
         return self.keys[0].size(0)
+
+    def expanded(self, b: int) -> list[tuple[Tensor, ...]]:
+        """Every weight expanded to [B, in, out] (views, stride 0: no copy), per layer
+        (qkv, proj, fc, out), then the head alone; made once per batch size."""
+        made = self._expanded.get(b)
+        if made is None:
+            model = self.model
+            made = []
+            for block in model.blocks:
+                assert isinstance(block, Block)
+                made.append(tuple(w.expand(b, *w.shape) for w in (block.w_qkv, block.w_proj, block.w_fc, block.w_out)))
+            head = model._head if model._head is not None else model.embed.t()
+            made.append((head.expand(b, *head.shape),))
+            self._expanded[b] = made
+        return made
 
     def in_use(self) -> int:
         return self.slots - len(self._free)
@@ -116,46 +132,82 @@ class SlotCache:
         self.start[slot], self.end[slot] = 0, self.keep
 
 
+def _attend(q: Tensor, keys: Tensor, values: Tensor, slots: list[int], spans: list[tuple[int, int]]) -> Tensor:
+    """Attention of each row over its own keys: q [B, H, 1, D] → [B, H, 1, D].
+
+    Rows come sorted by span; a run of rows with the same span ``[a, b)`` is one call over
+    their keys side by side (the kernel computes each (row, head) alone, exactly as for one
+    row: the same length means the same summation order), a lone row one call over a view."""
+    parts: list[Tensor] = []
+    i, b = 0, len(slots)
+    while i < b:
+        j = i + 1
+        while j < b and spans[j] == spans[i]:
+            j += 1
+        a, e = spans[i]
+        s = slots[i]
+        if j - i == 1 or slots[i:j] == list(range(s, s + j - i)):  # neighbouring slots: a view
+            k, v = keys[s : s + j - i, :, a:e], values[s : s + j - i, :, a:e]
+        else:  # gathered: a copy of just these keys
+            index = torch.tensor(slots[i:j])
+            k, v = keys[index, :, a:e], values[index, :, a:e]
+        parts.append(F.scaled_dot_product_attention(q[i:j], k, v))
+        i = j
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+def _alone(model: GPT, cache: SlotCache, slot: int, token: int) -> Tensor:
+    """One row: the single-row (traced) step itself, over views of the slot; logits [1, V]."""
+    a, e = cache.start[slot], cache.end[slot]
+    past = KVCache(
+        [k[slot : slot + 1, :, a:e] for k in cache.keys],
+        [v[slot : slot + 1, :, a:e] for v in cache.values],
+        cache.position[slot],
+    )
+    logits, after = model.step(token, past)
+    for mine, theirs in zip((*cache.keys, *cache.values), (*after.keys, *after.values), strict=True):
+        mine[slot, :, e] = theirs[0, :, -1]  # the new token's key (value): the last one
+    return logits.unsqueeze(0)
+
+
 @torch.inference_mode()
 def step_rows(model: GPT, cache: SlotCache, slots: list[int], tokens: list[int]) -> Tensor:
     """One decoding step for each ``(slot, token)``: logits [B, V], row i bit-identical to
     ``model.step(tokens[i], <slot i as a KVCache>)[0]``; each slot gains the token's keys."""
     cfg = model.cfg
     b, c, h, d = len(slots), cfg.n_embd, cfg.n_head, cfg.head_size
-    window = cfg.window
     for slot in slots:
         cache._make_room(slot)
-    ends = [cache.end[s] for s in slots]  # where each row's new key is written
-    starts = [max(cache.start[s], e + 1 - window) for s, e in zip(slots, ends, strict=True)]
-    at = torch.tensor(ends)
-    rows = torch.tensor(slots)
-    rot = model.rotary.table[torch.tensor([cache.position[s] for s in slots])].unsqueeze(1)  # [B, 1, D/2]
-    x = model.embed[tokens].unsqueeze(1)  # [B, 1, C]
-    for layer, block in enumerate(model.blocks):
-        assert isinstance(block, Block)
-        keys, values = cache.keys[layer], cache.values[layer]
-        # The single-row Block.decode, op for op, with bmm for mm and baddbmm for addmm.
-        qkv = torch.bmm(F.layer_norm(x, (c,), block.norm1), block.w_qkv.expand(b, c, 3 * c))  # [B, 1, 3C]
-        pairs = torch.view_as_complex(qkv[:, 0, : 2 * c].reshape(b, 2 * h, d // 2, 2))
-        qk = torch.view_as_real(pairs * rot).view(b, 2, h, d)  # rotated q and k
-        keys[rows, :, at] = qk[:, 1]
-        values[rows, :, at] = qkv[:, 0, 2 * c :].view(b, h, d)
-        att = torch.cat(
-            [
-                F.scaled_dot_product_attention(
-                    qk[i, 0].view(1, h, 1, d), keys[s : s + 1, :, a : e + 1], values[s : s + 1, :, a : e + 1]
-                )
-                for i, (s, a, e) in enumerate(zip(slots, starts, ends, strict=True))
-            ]
-        )  # [B, H, 1, D]
-        x = torch.baddbmm(x, att.view(b, 1, c), block.w_proj.expand(b, c, c))
-        hidden = F.gelu(
-            torch.bmm(F.layer_norm(x, (c,), block.norm2), block.w_fc.expand(b, c, 4 * c)), approximate="tanh"
-        )
-        x = torch.baddbmm(x, hidden, block.w_out.expand(b, 4 * c, c))
-    head = model._head if model._head is not None else model.embed.t()
-    logits = torch.bmm(F.layer_norm(x, (c,), model.norm), head.expand(b, c, cfg.vocab_size))
-    for slot, start, end in zip(slots, starts, ends, strict=True):
-        cache.start[slot], cache.end[slot] = max(start, end + 1 - cache.keep), end + 1
+    # Rows sorted by the span of keys they attend over, so that equal spans sit side by side.
+    order = sorted(range(b), key=lambda i: (cache.start[slots[i]], cache.end[slots[i]], slots[i]))
+    ranked = [slots[i] for i in order]
+    ends = [cache.end[s] for s in ranked]  # where each row's new key is written
+    if b == 1:
+        logits = _alone(model, cache, slots[0], tokens[0])
+    else:
+        spans = [(cache.start[s], e + 1) for s, e in zip(ranked, ends, strict=True)]
+        at, rows = torch.tensor(ends), torch.tensor(ranked)
+        rot = model.rotary.table[torch.tensor([cache.position[s] for s in ranked])].unsqueeze(1)  # [B, 1, D/2]
+        x = model.embed[[tokens[i] for i in order]].unsqueeze(1)  # [B, 1, C]
+        weights = cache.expanded(b)
+        for layer, block in enumerate(model.blocks):
+            assert isinstance(block, Block)
+            w_qkv, w_proj, w_fc, w_out = weights[layer]
+            keys, values = cache.keys[layer], cache.values[layer]
+            # The single-row Block.decode, op for op, with bmm for mm and baddbmm for addmm.
+            qkv = torch.bmm(F.layer_norm(x, (c,), block.norm1), w_qkv)  # [B, 1, 3C]
+            pairs = torch.view_as_complex(qkv[:, 0, : 2 * c].reshape(b, 2 * h, d // 2, 2))
+            qk = torch.view_as_real(pairs * rot).view(b, 2, h, d)  # rotated q and k
+            keys[rows, :, at] = qk[:, 1]
+            values[rows, :, at] = qkv[:, 0, 2 * c :].view(b, h, d)
+            att = _attend(qk[:, 0].unsqueeze(2), keys, values, ranked, spans)  # [B, H, 1, D]
+            x = torch.baddbmm(x, att.view(b, 1, c), w_proj)
+            hidden = F.gelu(torch.bmm(F.layer_norm(x, (c,), block.norm2), w_fc), approximate="tanh")
+            x = torch.baddbmm(x, hidden, w_out)
+        logits = torch.bmm(F.layer_norm(x, (c,), model.norm), weights[-1][0]).view(b, cfg.vocab_size)
+        if order != list(range(b)):  # back to the caller's order
+            logits = logits[torch.tensor(sorted(range(b), key=order.__getitem__))]
+    for slot, end in zip(ranked, ends, strict=True):
+        cache.start[slot], cache.end[slot] = max(cache.start[slot], end + 1 - cache.keep), end + 1
         cache.position[slot] += 1
-    return logits.view(b, cfg.vocab_size)
+    return logits

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mockserver.gpt.batched import SPARE, SlotCache, step_rows
+from mockserver.gpt.batched import SPARE, SlotCache, _attend, step_rows
 from mockserver.gpt.model import GPT, Block, KVCache, load_model
 from mockserver.gpt.tokenizer import ASSETS
 
@@ -118,6 +118,27 @@ def test_attention_over_a_slot_view_is_attention_over_the_concatenated_cache(mod
             assert torch.equal(viewed, alone), (b, i, start, end)
 
 
+def test_rows_of_one_span_attend_in_one_call_as_each_would_alone(model: GPT) -> None:
+    """Rows whose keys have the same span share one attention call (neighbouring slots as a
+    view, others gathered): the kernel computes each (row, head) by itself, in the same order."""
+    h, d = model.cfg.n_head, model.cfg.head_size
+    capacity = model.cfg.window - 1 + SPARE
+    for b in SIZES:
+        keys, values = _rows(b + 3, h, capacity, d, seed=b), _rows(b + 3, h, capacity, d, seed=b + 1)
+        q = _rows(b, h, 1, d, seed=b + 2)
+        rng = random.Random(b)
+        start = rng.randrange(SPARE)
+        end = start + 1 + rng.randrange(model.cfg.window)
+        for slots in (list(range(3, 3 + b)), sorted(rng.sample(range(b + 3), b))):
+            spans = [(start, end)] * b
+            together = _attend(q, keys, values, slots, spans)
+            for i, s in enumerate(slots):
+                alone = F.scaled_dot_product_attention(
+                    q[i : i + 1], keys[s : s + 1, :, start:end].clone(), values[s : s + 1, :, start:end].clone()
+                )
+                assert torch.equal(together[i : i + 1], alone), (b, i, slots)
+
+
 def test_scores_of_a_row_of_the_batch_are_the_scores_of_that_row_alone(model: GPT) -> None:
     """What the sampler and logprobs do to a row of the step's logits [B, V] (a view)."""
     v = model.cfg.vocab_size
@@ -149,7 +170,7 @@ def test_the_batched_step_is_the_single_row_step_for_every_row(model: GPT, size:
             del alone[gone]
             _, prefilled = model.prefill([rng.randrange(3, vocab) for _ in range(40)])
             alone[cache.load(prefilled)] = prefilled
-        slots = sorted(alone, key=lambda s: rng.random())  # any order in the batch
+        slots = sorted(alone, key=lambda s: rng.random())  # any order in the batch (same spans share a call)
         tokens = [rng.randrange(3, vocab) for _ in slots]
         batched = step_rows(model, cache, slots, tokens)
         for i, (slot, token) in enumerate(zip(slots, tokens, strict=True)):
