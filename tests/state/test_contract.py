@@ -161,7 +161,9 @@ async def test_add_on_a_value_that_is_no_number_fails_and_changes_nothing(state:
 
 async def test_a_counter_expires_with_its_value_and_then_starts_over(state: State) -> None:
     await state.put("n", b"10", ttl=0.3)
-    assert await state.add("n") == 11  # counting keeps the expiry of what it counts on
+    assert await state.add("n") == 11  # counting keeps the expiry of what it counts on…
+    assert await state.add("n") == 12  # …the first count and the next ones
+    assert (await state.exchange((), ("n", "n")))[1] == [13, 14]
     await asyncio.sleep(0.5)
     assert await state.get("n") is None
     assert await state.add("n") == 1
