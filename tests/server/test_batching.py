@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -23,7 +25,11 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.backends.reference.backend import ReferenceBackend
+from mockserver.backends.reference.scheduler import Scheduler, Ticket
 from mockserver.config import Settings
+from mockserver.spine.backend import aclose
+from mockserver.spine.events import Event, Usage
+from mockserver.spine.request import GenerationRequest, Prompt, Sampling
 from tests.support.live import FROZEN
 
 FULL = os.environ.get("MOCKSERVER_RELIABILITY", "short").strip().lower() == "full"
@@ -170,5 +176,73 @@ def test_batched_answers_are_byte_identical_to_answers_alone(alone: tuple[Work, 
         # Rows of several requests really shared steps, at least as many as make a plain
         # batched product round differently (B ≥ 4; test_batch_invariance.py).
         assert scheduler.widest >= 4
+    finally:
+        backend.close()
+
+
+def _request(n: int = 1, max_tokens: int = 3000, stream: bool = True) -> GenerationRequest:
+    sampling = Sampling(max_tokens=max_tokens, temperature=1.0, ignore_eos=True)
+    return GenerationRequest(
+        "completions", "m", (Prompt(text="Tell a long story"),), n, sampling, 7, 8192, stream=stream
+    )
+
+
+def _settled(scheduler: Scheduler, done: Callable[[], bool]) -> bool:
+    """Polls ``done`` while the scheduler works (a bound in turns, not in time)."""
+    for _ in range(20_000):
+        if done():
+            return True
+        with scheduler._cond:
+            scheduler._cond.wait(0.001)
+    return done()
+
+
+async def test_a_client_that_leaves_frees_its_rows_at_the_next_turn() -> None:
+    backend = ReferenceBackend(threads=1, max_batch=8)
+    try:
+        staying = backend.generate(_request(n=2))
+        leaving = backend.generate(_request(n=3))
+        for stream in (staying, leaving):
+            for _ in range(4):
+                await anext(stream)
+        scheduler = backend._scheduler
+        assert scheduler is not None
+        assert scheduler.cache.in_use() == 5  # both requests' choices hold a row
+        await aclose(leaving)  # what the server does when a client hangs up
+        assert _settled(scheduler, lambda: scheduler.cache.in_use() == 2)
+        assert len(scheduler._active) == 1
+        await anext(staying)  # the other request goes on
+        await aclose(staying)
+        assert _settled(scheduler, lambda: scheduler.cache.in_use() == 0 and not scheduler._active)
+    finally:
+        backend.close()
+
+
+async def test_the_batch_holds_at_most_max_batch_rows_and_admits_in_arrival_order() -> None:
+    backend = ReferenceBackend(threads=1, max_batch=4)
+    try:
+        first = [e async for e in backend.generate(_request(n=1, max_tokens=2, stream=False))]  # model loaded
+        assert first
+        scheduler = backend._scheduler
+        assert scheduler is not None
+        admitted: list[int] = []
+        admit = scheduler._admit
+
+        def spy(tickets: list[Ticket]) -> None:
+            admitted.extend(t.decoding.request.seed for t in tickets)
+            admit(tickets)
+
+        scheduler._admit = spy  # type: ignore[method-assign]
+        wide = replace(_request(n=6, max_tokens=8, stream=False), seed=100)  # wider than the batch
+        bodies = [replace(_request(n=3, max_tokens=8, stream=False), seed=s) for s in range(101, 104)]
+
+        async def run(request: GenerationRequest) -> list[Event]:
+            return [e async for e in backend.generate(request)]
+
+        # All at once: prefilled in this order by the one pool thread, so queued in this order.
+        results = await asyncio.gather(*(run(request) for request in (wide, *bodies)))
+        assert all(isinstance(r[-1], Usage) for r in results)
+        assert scheduler.widest == 6  # the wide request ran alone, everything else ≤ 4 rows
+        assert admitted == [100, 101, 102, 103]
     finally:
         backend.close()
