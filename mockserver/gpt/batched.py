@@ -17,6 +17,10 @@ computes it alone (``tests/unit/gpt/test_batch_invariance.py`` proves each one, 
   own keys (its own length, no padding: padding with a mask changes the softmax's summation
   order, by up to 2e-7 in a test).
 
+A batch of one needs none of this: it runs the single-row step's own ops over its slot,
+compiled by TorchScript (:func:`_one_row`), so a lone request costs what it did before
+batching.
+
 Keys and values live in :class:`SlotCache`: one buffer per layer, one *slot* (row) per
 sequence, each slot holding that sequence's visible keys contiguously and in order, so the
 view attention reads is exactly the tensor the single-row step builds by concatenation.
@@ -27,13 +31,16 @@ C = embedding size, V = vocabulary.
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mockserver.gpt.model import Block, KVCache
+from mockserver.gpt.model import Block, KVCache, _plain_graphs_in_this_thread
 
 if TYPE_CHECKING:
     from mockserver.gpt.model import GPT
@@ -66,6 +73,12 @@ class SlotCache:
         self.position = [0] * slots  # absolute position of the slot's next token
         self._free = list(range(slots - 1, -1, -1))  # a stack: the lowest slot on top
         self._expanded: dict[int, list[tuple[Tensor, ...]]] = {}
+        # Every weight in the order :func:`_one_row` reads them.
+        self.flat: list[Tensor] = []
+        for block in model.blocks:
+            assert isinstance(block, Block)
+            self.flat += [block.norm1, block.w_qkv, block.w_proj, block.norm2, block.w_fc, block.w_out]
+        self.flat += [model.norm, model._head if model._head is not None else model.embed.t()]
 
     @property
     def slots(self) -> int:
@@ -156,18 +169,50 @@ def _attend(q: Tensor, keys: Tensor, values: Tensor, slots: list[int], spans: li
     return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
+def _one_row(
+    x: Tensor, rot: Tensor, weights: list[Tensor], keys: list[Tensor], values: list[Tensor], slot: int, a: int, e: int
+) -> Tensor:
+    """A batch of one: :meth:`Block.decode` op for op (``mm``/``addmm``, no batching at all),
+    except that the new key is written into the slot and attention reads the slot's keys
+    ``[a, e]`` in place, where the single-row step concatenates them (the same numbers in the
+    same order; proven equal). x [1, C], rot [D/2] → logits [1, V]. Compiled by TorchScript
+    (:func:`_scripted`): a lone request pays no Python per op, as the traced step does not."""
+    c = x.size(1)
+    h = keys[0].size(1)
+    d = keys[0].size(3)
+    for layer in range(len(keys)):
+        norm1, w_qkv, w_proj, norm2, w_fc, w_out = weights[6 * layer : 6 * layer + 6]
+        qkv = F.layer_norm(x, [c], norm1) @ w_qkv  # [1, 3C]
+        pairs = torch.view_as_complex(qkv[0, : 2 * c].view(2 * h, d // 2, 2))
+        qk = torch.view_as_real(pairs * rot).view(2, 1, h, 1, d)  # rotated q and k
+        k, v = keys[layer], values[layer]
+        k[slot, :, e] = qk[1].view(h, d)
+        v[slot, :, e] = qkv[0, 2 * c :].view(h, d)
+        att = F.scaled_dot_product_attention(qk[0], k[slot : slot + 1, :, a : e + 1], v[slot : slot + 1, :, a : e + 1])
+        x = torch.addmm(x, att.view(1, c), w_proj)
+        hidden = F.gelu(F.layer_norm(x, [c], norm2) @ w_fc, approximate="tanh")
+        x = torch.addmm(x, hidden, w_out)
+    return F.layer_norm(x, [c], weights[-2]) @ weights[-1]
+
+
+@functools.cache
+def _scripted() -> Callable[..., Tensor]:
+    """:func:`_one_row` compiled once (in whichever thread first needs it), or the Python
+    function itself if this torch cannot script it (the same ops, only slower)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled: Callable[..., Tensor] = torch.jit.script(_one_row)
+    except Exception:  # pragma: no cover - depends on the torch build
+        return _one_row
+    return compiled
+
+
 def _alone(model: GPT, cache: SlotCache, slot: int, token: int) -> Tensor:
-    """One row: the single-row (traced) step itself, over views of the slot; logits [1, V]."""
+    _plain_graphs_in_this_thread()  # an optimising graph executor could fuse, and round differently
     a, e = cache.start[slot], cache.end[slot]
-    past = KVCache(
-        [k[slot : slot + 1, :, a:e] for k in cache.keys],
-        [v[slot : slot + 1, :, a:e] for v in cache.values],
-        cache.position[slot],
-    )
-    logits, after = model.step(token, past)
-    for mine, theirs in zip((*cache.keys, *cache.values), (*after.keys, *after.values), strict=True):
-        mine[slot, :, e] = theirs[0, :, -1]  # the new token's key (value): the last one
-    return logits.unsqueeze(0)
+    rot = model.rotary.table[cache.position[slot]]
+    return _scripted()(model.embed[token : token + 1], rot, cache.flat, cache.keys, cache.values, slot, a, e)
 
 
 @torch.inference_mode()
