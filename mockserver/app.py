@@ -7,6 +7,7 @@ says nothing of the traceback (the log keeps it).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -22,6 +23,7 @@ from mockserver import __version__
 from mockserver.answers.script import Script
 from mockserver.backends import ModelOptions, Parts, build_chain
 from mockserver.cassettes.library import CassetteOptions, pace_of
+from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
 from mockserver.context import NOTE_KEY, Admin, Chaos, ServerContext
@@ -48,6 +50,7 @@ from mockserver.routes.table import routes
 from mockserver.spine.backend import Backend
 from mockserver.spine.engine import Engine
 from mockserver.state.open import open_state
+from mockserver.state.sync import Bridge, FirstLook, Refresh
 
 __all__ = ["create_app"]
 
@@ -145,18 +148,24 @@ def create_app(
         choices=settings.max_choices,
         list_entries=settings.max_list,
     )
-    chaos = Chaos(
-        rules=RuleBook(defaults=parse_faults(settings.faults)),
-        journal=Journal(settings.journal_size),
-        limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm),
-    )
     state = open_state(
         settings.state, clock, store=settings.store or None, capacity=settings.store_size, ttl=settings.store_ttl
     )
+    bridge = Bridge(state)  # every subsystem keeps its truth in the state (shared by a fleet)
+    chaos = Chaos(
+        rules=RuleBook(parse_faults(settings.faults), bridge),
+        journal=Journal(settings.journal_size, bridge),
+        limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm, bridge),
+        replay=ReplayOrder(bridge),
+    )
     metrics = Metrics(version=__version__, backend=",".join(names), profile=settings.profile)
-    script = Script()
-    if settings.rules:  # pinned: the file's rules outlive resets, like --faults
+    script = Script(bridge)
+    if settings.rules:  # pinned: the file's rules outlive resets, like --faults (and stay local)
         script.load_file(settings.rules, pinned=True)
+    virtual = clock if isinstance(clock, VirtualClock) else None
+    refresh = Refresh(bridge, (script, chaos.rules), virtual)
+    if virtual is not None and state.shared:
+        virtual.on_listen = refresh.watch  # another process may move it while someone here waits
     windows = settings.model_windows()
     # Embedding inputs reach MAX_INPUT_TOKENS whatever the generation windows are.
     longest = max([settings.context_window, MAX_INPUT_TOKENS, *windows.values()])
@@ -194,6 +203,8 @@ def create_app(
         model=model,
         limits=limits,
         state=state,
+        bridge=bridge,
+        refresh=refresh,
     )
 
     @contextlib.asynccontextmanager
@@ -203,6 +214,8 @@ def create_app(
             warm_up()  # load the model in the background; /health answers meanwhile
         # A state engine that cannot be reached stops start-up (StateUnavailable names it).
         await state.ping()
+        bridge.loop = asyncio.get_running_loop()  # where sync callers (a test's thread) reach the state
+        await refresh.sync()  # rules other processes added, and where a shared clock stands
         # Responses a killed server left running are failed before the first request can see
         # them (with a memory store there are none, and this returns at once).
         await ctx.responses.recover()
@@ -215,6 +228,8 @@ def create_app(
         close = getattr(model, "close", None)
         if close is not None:
             close()
+        await refresh.close()
+        bridge.loop = None
         await state.close()  # after the runs that write to it (it closes the records too)
 
     app = Starlette(
@@ -228,6 +243,8 @@ def create_app(
         app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), answer=_answer)
     if settings.injector:
         app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
+    elif state.shared:  # the injector pays a request's first look at the state; without it, this does
+        app.add_middleware(FirstLook, refresh=refresh, answer=_unavailable)
     if settings.cassettes:
         # The recording headers call the upstream and write files: the admin API's access rule.
         app.add_middleware(RecordingGuard, admin=ctx.admin, answer=_answer)
@@ -242,4 +259,8 @@ def create_app(
 
 
 def _answer(problem: APIError, scope: Scope) -> Response:
+    return error_response(problem, _style(scope))
+
+
+async def _unavailable(problem: APIError, scope: Scope) -> Response:
     return error_response(problem, _style(scope))

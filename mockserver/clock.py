@@ -31,11 +31,17 @@ class VirtualClock:
 
     Whoever waits for a moment of virtual time (a background response, queued or paced)
     :meth:`subscribe`\ s to hear each move, instead of polling: nothing else would wake it.
+
+    On a shared state the clock's truth is the state's ``clock:at`` (the admin API writes it):
+    each request's first look brings this copy there (:meth:`follow`), and ``on_listen`` —
+    called when someone subscribes — lets the state follow it while anyone waits, since
+    another process may move it (:meth:`mockserver.state.sync.Refresh.watch`).
     """
 
     def __init__(self, at: float) -> None:
         self._at = at
         self._listeners: list[Callable[[], None]] = []
+        self.on_listen: Callable[[Callable[[], bool]], None] | None = None
 
     @property
     def at(self) -> float:
@@ -54,10 +60,21 @@ class VirtualClock:
         self.at = self._at + seconds
         return self._at
 
+    def follow(self, at: float) -> None:
+        """Where the shared clock stands: a move (listeners hear it) when it differs."""
+        if at != self._at:
+            self.at = at
+
+    @property
+    def listening(self) -> bool:
+        return bool(self._listeners)
+
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call ``listener`` (from whichever thread moves the clock) after every move; the
         returned function unsubscribes it."""
         self._listeners.append(listener)
+        if self.on_listen is not None:
+            self.on_listen(lambda: self.listening)
 
         def unsubscribe() -> None:
             with contextlib.suppress(ValueError):

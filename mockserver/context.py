@@ -23,6 +23,7 @@ from mockserver.spine.backend import Backend, Chain
 from mockserver.spine.engine import Engine
 from mockserver.state.base import State
 from mockserver.state.memory import MemoryState
+from mockserver.state.sync import Bridge, Refresh
 
 __all__ = ["NOTE_KEY", "PROFILE_KEY", "Admin", "Chaos", "ServerContext"]
 
@@ -48,6 +49,16 @@ class Chaos:
         self.limiter.reset()
         self.replay.clear()
 
+    async def areset(self, session: str | None = None) -> None:
+        """Everything (``session=None``: the rate-limit buckets too, which are per key, not per
+        session), or one session's rules, journal and replay places — across the fleet on a
+        shared state."""
+        await self.rules.aclear(session)
+        await self.journal.aclear(session)
+        await self.replay.aclear(session)
+        if session is None:
+            await self.limiter.areset()
+
 
 @dataclass(frozen=True, slots=True)
 class Admin:
@@ -72,6 +83,9 @@ class ServerContext:
     model: Backend | None = None  # the reference model, when the chain has it (embeddings)
     limits: Limits = field(default_factory=Limits)  # what one request may ask (the edge's, the injector's)
     state: State = field(default_factory=MemoryState)  # every piece of mutable state (--state)
+    bridge: Bridge = field(default_factory=Bridge)  # the state, reached from sync code too
+    # A request's first look at a shared state (rule versions, the clock, the journal's id).
+    refresh: Refresh | None = None
 
     def profile_of(self, scope: Scope) -> Profile:
         """The profile answering this request: its path prefix's, else the server's."""

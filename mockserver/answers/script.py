@@ -14,12 +14,16 @@ rule counts its calls per session, so parallel test workers on one server each s
 kept across resets, like ``--faults``), the admin API (``/__mockserver/answers``) and Python
 (``app.state.ctx.script.add(text="Sunny.", match="weather")``).
 
+On a shared state (``--state sqlite:…`` or ``redis://…``) the rules and counts are every
+process's: a rule added through one answers on all, and each step of a sequence goes out once.
+
 This module is the rule book: it holds the rules, answers requests and counts calls. One rule —
 its record, parsing and validation — is :mod:`mockserver.answers.script_rule`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -29,20 +33,116 @@ from typing import Any
 
 from mockserver.answers.script_rule import RuleError, ScriptExhausted, ScriptRule, Surface
 from mockserver.spine.request import Answer, GenerationRequest
+from mockserver.state.sync import Bridge, safe
 
 __all__ = ["RuleError", "Script", "ScriptExhausted", "ScriptRule", "Surface"]
 
+# The state's keys (see mockserver.state.base): the rules, their ids and version, and each
+# session's counts (calls matched: c:<id>, answers given: g:<id>) under script:s:<session>:.
+RULES = "script:rules"
+IDS = "script:ids"
+VERSION = "script:version"
+COUNTS = "script:s:"
 
-@dataclass
+
+@dataclass(frozen=True, slots=True)
+class _Book:
+    """The rules as one request sees them: pinned and shared, in the order added, and the
+    same split by session (built once per change, so answering does not filter)."""
+
+    ordered: tuple[ScriptRule, ...] = ()
+    globals: tuple[ScriptRule, ...] = ()
+    by_session: Mapping[str, tuple[ScriptRule, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rules: Iterable[ScriptRule]) -> _Book:
+        ordered = tuple(sorted(rules, key=lambda r: r.id))
+        sessions: dict[str, list[ScriptRule]] = {}
+        for rule in ordered:
+            if rule.session is not None:
+                sessions.setdefault(rule.session, []).append(rule)
+        return cls(
+            ordered,
+            tuple(r for r in ordered if r.session is None),
+            {name: tuple(rules) for name, rules in sessions.items()},
+        )
+
+    def for_session(self, session: str | None) -> tuple[ScriptRule, ...]:
+        """The session's rules first, then the global ones."""
+        own = self.by_session.get(session) if session is not None else None
+        return own + self.globals if own else self.globals
+
+
 class Script:
-    """The live scripted rules and their per-session call counters; safe to change while requests run."""
+    """The scripted rules and their per-session call counters, kept in the state (``bridge``):
+    safe to change while requests run, and shared by every process on a shared state.
 
-    _rules: list[ScriptRule] = field(default_factory=list)
-    _calls: dict[tuple[int, str | None], int] = field(default_factory=dict)  # matching calls → nth, times
-    _given: dict[tuple[int, str | None], int] = field(default_factory=dict)  # answers given → sequence place
-    _next_id: int = 1
-    # Requests and the admin API share one event loop, but tests call the Python API from their own thread.
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    Rules live in the state's map ``script:rules`` (id → the rule's JSON); this process keeps a
+    copy, reloaded when ``script:version`` moves (see :class:`mockserver.state.sync.Refresh`).
+    Pinned rules (the ``--rules`` file's) are configuration every process loads alike: they
+    stay local and take the ids from 1, before any shared rule's. Counts are state counters
+    under ``script:s:<session>:``, so one ``forget`` resets a session's.
+    """
+
+    version_key = VERSION
+
+    def __init__(self, bridge: Bridge | None = None) -> None:
+        self.bridge = bridge if bridge is not None else Bridge()
+        self.state = self.bridge.state
+        self._pinned: list[ScriptRule] = []
+        self._pinned_made = 0  # pinned ids given so far (never less: ids are not reused)
+        self._shared: dict[int, ScriptRule] = {}  # the state's rules, as last read (memory: written here too)
+        self._version = 0  # the script:version the copy reflects
+        self._book = _Book()
+        self._prefixes: dict[str | None, str] = {}  # session → its counters' prefix (made once)
+        # The admin API runs on the event loop, tests call the Python API from their own thread.
+        self._lock = threading.Lock()
+
+    # -- the copy
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def _rebuild(self) -> None:
+        self._book = _Book.of([*self._pinned, *self._shared.values()])
+
+    async def reload(self, version: int) -> None:
+        """Read the shared rules again (their version moved to ``version``)."""
+        found = await self.state.map_all(RULES)
+        rules = {}
+        for key, raw in found.items():
+            data = json.loads(raw)
+            rule = ScriptRule.from_json(data["rule"], int(key))
+            rules[rule.id] = replace(rule, source=data.get("source"))
+        with self._lock:
+            self._shared = rules
+            self._version = version
+            self._rebuild()
+
+    async def refresh(self) -> None:
+        """Bring the copy up to date (an admin read on a shared state: one look at the version)."""
+        if self.state.shared:
+            value = await self.state.get(VERSION)
+            version = int(value) if value is not None else 0
+            if version != self._version:
+                await self.reload(version)
+
+    async def _changed(self, written: Iterable[ScriptRule] = (), gone: Iterable[int] = ()) -> None:
+        """After a write: bump the version; a shared state is read again, memory's copy is ours."""
+        version = await self.state.add(VERSION)
+        if self.state.shared:
+            await self.reload(version)  # the version read first, so a later write reloads again
+            return
+        with self._lock:
+            for rule in written:
+                self._shared[rule.id] = rule
+            for rule_id in gone:
+                self._shared.pop(rule_id, None)
+            self._version = version
+            self._rebuild()
+
+    # -- adding, removing, listing
 
     def add(self, data: Mapping[str, Any] | None = None, /, *, session: str | None = None, **fields: Any) -> ScriptRule:
         """Add one rule, given as a mapping, as keywords, or both (keywords win)::
@@ -66,20 +166,39 @@ class Script:
     ) -> list[ScriptRule]:
         """Add several rules, all or none. A wrong one raises :class:`RuleError` whose message
         starts with the rule's position (``rule 3 (match 'weather'): ...``) unless ``located`` is off."""
-        rules = []
-        for position, item in enumerate(items, 1):
-            data = {"session": session, **item} if session is not None and isinstance(item, Mapping) else item
-            try:
-                rule = ScriptRule.from_json(data)
-            except RuleError as exc:
-                if not located:
-                    raise
-                raise RuleError(f"rule {position}{_label(item)}: {exc}", exc.field) from None
-            rules.append(replace(rule, source=source, pinned=pinned))
+        rules = _parsed(items, session, located, source)
+        if pinned:
+            return self._pin(rules)
+        return self.bridge.call(self._write(rules))
+
+    async def aextend(
+        self, items: Iterable[Any], session: str | None = None, *, located: bool = True, source: str | None = None
+    ) -> list[ScriptRule]:
+        """:meth:`extend` for the event loop (the admin API)."""
+        return await self._write(_parsed(items, session, located, source))
+
+    def _pin(self, rules: list[ScriptRule]) -> list[ScriptRule]:
         with self._lock:
-            added = [replace(rule, id=self._next_id + i) for i, rule in enumerate(rules)]
-            self._next_id += len(added)
-            self._rules.extend(added)
+            start = self._pinned_made + 1
+            added = [replace(rule, id=start + i, pinned=True) for i, rule in enumerate(rules)]
+            self._pinned.extend(added)
+            self._pinned_made += len(added)
+            self._rebuild()
+        return added
+
+    async def _write(self, rules: list[ScriptRule]) -> list[ScriptRule]:
+        if not rules:
+            return []
+        last = await self.state.add(IDS, len(rules))
+        # Shared ids come after the pinned ones, which every process numbers alike from 1.
+        first = self._pinned_made + last - len(rules) + 1
+        added = [replace(rule, id=first + i) for i, rule in enumerate(rules)]
+        for rule in added:
+            data = rule.to_json()
+            del data["id"]
+            data.pop("source", None)
+            await self.state.map_put(RULES, str(rule.id), _dumps({"rule": data, "source": rule.source}))
+        await self._changed(written=added)
         return added
 
     def load_file(self, path: str | os.PathLike[str], *, pinned: bool = False) -> list[ScriptRule]:
@@ -110,36 +229,67 @@ class Script:
 
     @property
     def empty(self) -> bool:
-        """No rule at all (read without the lock: a hint that lets a request skip matching)."""
-        return not self._rules
+        """No rule at all (read without the lock: a hint that lets a request skip matching;
+        on a shared state, as of the request's first look)."""
+        return not self._book.ordered
 
     def remove(self, rule_id: int) -> bool:
+        return self.bridge.call(self.aremove(rule_id))
+
+    async def aremove(self, rule_id: int) -> bool:
+        """Drop one rule. A pinned one is dropped from this process only (every process loads it)."""
         with self._lock:
-            kept = [r for r in self._rules if r.id != rule_id]
-            found = len(kept) != len(self._rules)
-            self._rules = kept
-            return found
+            kept = [r for r in self._pinned if r.id != rule_id]
+            if len(kept) != len(self._pinned):
+                self._pinned = kept
+                self._rebuild()
+                return True
+        if not await self.state.map_delete(RULES, str(rule_id)):
+            return False
+        await self._changed(gone=[rule_id])
+        return True
 
     def rules(self, session: str | None = None) -> list[ScriptRule]:
         """Every rule (``session=None``), or those of one session."""
-        with self._lock:
-            return [r for r in self._rules if session is None or r.session == session]
+        if self.state.shared:
+            self.bridge.call(self.refresh())
+        return self._listed(session)
+
+    async def arules(self, session: str | None = None) -> list[ScriptRule]:
+        await self.refresh()
+        return self._listed(session)
+
+    def _listed(self, session: str | None) -> list[ScriptRule]:
+        return [r for r in self._book.ordered if session is None or r.session == session]
 
     def clear(self, session: str | None = None, *, pinned: bool = False) -> None:
         """Drop every rule (``session=None``) or one session's, and start their call counts
         again. Pinned rules (the ``--rules`` file's) stay, counted from zero, unless ``pinned``."""
-        with self._lock:
-            self._rules = [
-                r for r in self._rules if (r.pinned and not pinned) or (session is not None and r.session != session)
-            ]
-            if session is None:
-                self._calls.clear()
-                self._given.clear()
-            else:
-                self._calls = {k: v for k, v in self._calls.items() if k[1] != session}
-                self._given = {k: v for k, v in self._given.items() if k[1] != session}
+        self.bridge.call(self.aclear(session, pinned=pinned))
 
-    def answer(self, request: GenerationRequest, surface: str, session: str | None = None) -> Answer | None:
+    async def aclear(self, session: str | None = None, *, pinned: bool = False) -> None:
+        """:meth:`clear` for the event loop."""
+        if pinned:
+            with self._lock:
+                self._pinned = [r for r in self._pinned if session is not None and r.session != session]
+                self._rebuild()
+        if session is None:
+            await self.state.forget(RULES)
+            await self.state.forget(COUNTS)
+            gone: list[int] = list(self._shared)
+        else:
+            found = await self.state.map_all(RULES)
+            gone = []
+            for key, raw in found.items():
+                if json.loads(raw)["rule"].get("session") == session:
+                    await self.state.map_delete(RULES, key)
+                    gone.append(int(key))
+            await self.state.forget(f"{COUNTS}{safe(session)}:")
+        await self._changed(gone=gone)
+
+    # -- answering
+
+    async def answer(self, request: GenerationRequest, surface: str, session: str | None = None) -> Answer | None:
         """The answer the first applicable rule gives ``request`` on ``surface`` (``chat``,
         ``completions`` or ``responses``), or None: the model answers freely.
 
@@ -147,29 +297,64 @@ class Script:
         rule whose filters match counts the call (per session), whether or not it answers,
         so a rule's ``nth`` counts the calls *it* matches, whatever the rules before it do;
         a sequence moves on only when its rule answers. Raises :class:`ScriptExhausted`.
+
+        Only a count some rule reads is kept: the calls of a rule with ``nth`` or ``times``,
+        and the steps a sequence has given. One state call counts them all at once (when the
+        first matching rule answers every call, its next step too); a rule that answers after
+        others it had to look past moves its sequence with a second. So requests on any process
+        each get their own step, and the usual rule — plain text, no ``nth`` — costs no call.
         """
+        rules = self._book.for_session(session)
+        if not rules:
+            return None
         subjects = _subjects(request)
-        tools = bool(request.tools)
-        decided: Answer | None = None
-        exhausted: ScriptExhausted | None = None
-        with self._lock:
-            ordered = [r for r in self._rules if session is not None and r.session == session]
-            ordered += [r for r in self._rules if r.session is None]
-            for rule in ordered:
-                if not rule.matches(surface, request.model, tools, subjects):
-                    continue
-                key = (rule.id, session)
-                call = self._calls[key] = self._calls.get(key, 0) + 1
-                if decided is not None or exhausted is not None or not rule.takes(call):
-                    continue
-                given = self._given[key] = self._given.get(key, 0) + 1
-                try:
-                    decided = rule.answer_at(given - 1)
-                except ScriptExhausted as exc:
-                    exhausted = exc  # raised once every matching rule has counted this call
-        if exhausted is not None:
-            raise exhausted
-        return decided
+        model, tools = request.model, bool(request.tools)
+        matching = [rule for rule in rules if rule.matches(surface, model, tools, subjects)]
+        if not matching:
+            return None
+        prefix = self._prefixes.get(session)
+        if prefix is None:
+            if len(self._prefixes) >= 4096:
+                self._prefixes.clear()
+            prefix = self._prefixes[session] = f"{COUNTS}{safe(session)}:"
+        counted = [rule for rule in matching if rule.nth or rule.times is not None]
+        first = matching[0]
+        certain = not (first.nth or first.times is not None)  # it answers whatever the count
+        keys = [f"{prefix}c:{rule.id}" for rule in counted]
+        if certain and first.sequence:
+            keys.append(f"{prefix}g:{first.id}")
+        numbers: list[int] = []
+        if keys:
+            _, numbers = await self.state.exchange((), keys)
+        if certain:  # ScriptExhausted past a sequence's end ("then": "error")
+            return first.answer_at(numbers[-1] - 1 if first.sequence else 0)
+        calls = {rule.id: call for rule, call in zip(counted, numbers, strict=True)}
+        for rule in matching:
+            call = calls.get(rule.id)
+            if call is None or rule.takes(call):
+                if not rule.sequence:
+                    return rule.answer_at(0)
+                return rule.answer_at(await self.state.add(f"{prefix}g:{rule.id}") - 1)
+        return None
+
+
+def _parsed(items: Iterable[Any], session: str | None, located: bool, source: str | None) -> list[ScriptRule]:
+    """The rules of ``items``, all valid (else :class:`RuleError`, located unless ``located`` is off)."""
+    rules = []
+    for position, item in enumerate(items, 1):
+        data = {"session": session, **item} if session is not None and isinstance(item, Mapping) else item
+        try:
+            rule = ScriptRule.from_json(data)
+        except RuleError as exc:
+            if not located:
+                raise
+            raise RuleError(f"rule {position}{_label(item)}: {exc}", exc.field) from None
+        rules.append(replace(rule, source=source))
+    return rules
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _subjects(request: GenerationRequest) -> tuple[str, ...]:

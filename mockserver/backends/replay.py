@@ -67,9 +67,9 @@ class ReplayBackend:
         """The recording of ``source`` (any endpoint's: it needs nothing but the request)."""
         if vetted(self.library, source) == "all":
             raise Declined()
-        interaction = self.library.next(source, self.order)
+        interaction = await self.library.next(source, self.order)
         if interaction is None and (await self.library.refresh()).changed:
-            interaction = self.library.next(source, self.order)
+            interaction = await self.library.next(source, self.order)
         if interaction is None:
             raise Declined(self.library.miss(source))
         if self._generation != self.library.generation:

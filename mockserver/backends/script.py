@@ -56,7 +56,7 @@ class ScriptBackend:
         if self.script.empty:
             raise Declined()
         source = request.source
-        answer = self.script.answer(request, source.surface, source.session)
+        answer = await self.script.answer(request, source.surface, source.session)
         if answer is None:
             raise Declined()
         if _scored(request) and self._scorer is not None:

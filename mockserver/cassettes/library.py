@@ -243,7 +243,7 @@ class Library:
             found = self._by_cassette[name] = Index(ignore=self.options.ignore)
         return found
 
-    def next(self, source: Source, order: ReplayOrder) -> Interaction | None:
+    async def next(self, source: Source, order: ReplayOrder) -> Interaction | None:
         """The next recording of this request, in recorded order — of the same shape (stream
         or not) when there is one, so a cassette holding both twins serves each its own. Each
         (cassette, session) counts its own place in the recordings; past the last, the last
@@ -260,7 +260,7 @@ class Library:
         if not recorded:
             return None
         same = [i for i in recorded if (i.response.stream is not None) == source.stream] or list(recorded)
-        played = order.take(source.session, (source.cassette, key, source.stream))
+        played = await order.take(source.session, (source.cassette, key, source.stream))
         return same[min(played, len(same) - 1)]
 
     def miss(self, source: Source) -> NotFound:

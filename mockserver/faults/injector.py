@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,8 +37,12 @@ from mockserver.http.body import BODY_KEY, buffered, parse_lenient, send_bytes
 from mockserver.http.link import find_transport, reset
 from mockserver.http.sse import TALLY_KEY
 from mockserver.spine.seeding import canonical
+from mockserver.state.base import StateUnavailable
+from mockserver.state.sync import SCOPE_KEY
 
 __all__ = ["FaultInjector"]
+
+log = logging.getLogger("mockserver")
 
 _WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, b"authorization"})
 
@@ -72,6 +78,14 @@ class FaultInjector:
         session = wanted.get(h.SESSION, b"").decode("latin-1") or None
         retry_attempt = _int(wanted.get(h.RETRY_COUNT))
         stream = fields.get("stream") is True
+        entry_id = 0
+        if self.ctx.state.shared and self.ctx.refresh is not None:
+            # One round trip: the rule books' and the clock's news, and this entry's id.
+            try:
+                entry_id = scope[SCOPE_KEY] = await self.ctx.refresh.begin(True)
+            except StateUnavailable as exc:
+                await _answer(send, exc, self._style(scope))
+                return
         entry = chaos.journal.open(
             time=time.time(),
             method=scope["method"],
@@ -80,12 +94,16 @@ class FaultInjector:
             retry_attempt=retry_attempt,
             body=body,
             raw=raw,
+            entry_id=entry_id,
         )
         applied: list[Fault] = []
         scope[BODY_KEY] = (raw, body)
         scope[TALLY_KEY] = entry
         scope[APPLIED_KEY] = applied
-        recorder = _Recorder(send, entry, applied)
+        # On a shared state the entry is pushed before the answer's last byte leaves, so a
+        # client that has its answer finds the request in the journal of any process.
+        last = self._last_byte(entry, started, applied) if chaos.journal.shared else None
+        recorder = _Recorder(send, entry, applied, last)
         try:
             try:
                 spec = wanted.get(h.FAULT)
@@ -108,7 +126,11 @@ class FaultInjector:
                 # The canonical body: the same request decides the same, whatever its key order.
                 same = canonical(fields) if isinstance(body, dict) else raw
                 rng = catalogue.request_rng(self.ctx.seed, info.method, info.path, same, session, retry_attempt)
-                plan = chaos.rules.decide(info, asked, rng)
+                try:
+                    plan = await chaos.rules.decide(info, asked, rng)
+                except StateUnavailable as exc:
+                    await _answer(recorder, exc, self._style(scope))
+                    return
             if chaos.limiter.active and not await self._charge(wanted, model, body, recorder, scope):
                 return
             scope[PLAN_KEY] = plan
@@ -117,8 +139,11 @@ class FaultInjector:
             else:
                 await self.app(scope, receive, recorder)
         finally:
-            entry.faults = [f.render() for f in applied]
-            self._close(entry, started, stream)
+            if not recorder.pushed:
+                entry.faults = [f.render() for f in applied]
+                self._close(entry, started, stream)
+                if chaos.journal.shared:
+                    await self._push(entry)
 
     def _style(self, scope: Scope) -> ErrorStyle:
         return self.ctx.profile_of(scope).error_style
@@ -128,7 +153,11 @@ class FaultInjector:
     ) -> bool:
         """Take from the rate limiter; False (after answering 429) when a bucket is empty."""
         key = wanted.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
-        decision = self.ctx.chaos.limiter.take(key, model or "", estimate_tokens(body))
+        try:
+            decision = await self.ctx.chaos.limiter.take(key, model or "", estimate_tokens(body))
+        except StateUnavailable as exc:
+            await _answer(send, exc, self._style(scope))
+            return False
         send.extra += [(k.encode(), v.encode()) for k, v in decision.headers.items()]
         if decision.allowed:
             return True
@@ -194,6 +223,22 @@ class FaultInjector:
             transport.close()
         await asyncio.sleep(0.01)  # the server notices the connection is gone before we return
 
+    def _last_byte(self, entry: Entry, started: float, applied: list[Fault]) -> Callable[[], Awaitable[None]]:
+        async def push() -> None:  # the entry as it will end: done, its faults and duration known
+            entry.faults = [f.render() for f in applied]
+            entry.duration = time.perf_counter() - started
+            await self._push(entry)
+
+        return push
+
+    async def _push(self, entry: Entry) -> None:
+        """The finished entry to the shared journal: shielded, so a cancelled request still
+        leaves its entry; an engine that is down loses this one entry (logged), not the answer."""
+        try:
+            await asyncio.shield(self.ctx.chaos.journal.close(entry))
+        except StateUnavailable as exc:
+            log.warning("journal entry %d not kept: %s", entry.id, exc.message)
+
     def _close(self, entry: Entry, started: float, stream: bool) -> None:
         entry.duration = time.perf_counter() - started
         if entry.ended == "pending":  # the body never finished: the client left, or the app failed
@@ -211,11 +256,15 @@ class _Recorder:
     """``send`` that journals what goes out and adds the injector's headers (the faults
     applied, known by the time the answer starts)."""
 
-    def __init__(self, send: Send, entry: Entry, applied: list[Fault]) -> None:
+    def __init__(
+        self, send: Send, entry: Entry, applied: list[Fault], last: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self.inner = send
         self.entry = entry
         self.applied = applied
         self.extra: list[tuple[bytes, bytes]] = []
+        self.last = last  # called before the last body message goes out (a shared journal's push)
+        self.pushed = False
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -234,8 +283,12 @@ class _Recorder:
                     self.entry.retry_after = float(value)
         elif message["type"] == "http.response.body":
             self.entry.bytes += len(message.get("body", b""))
-            if not message.get("more_body", False) and self.entry.ended == "pending":
-                self.entry.ended = "done"  # a stream's writer says how it ended before this
+            if not message.get("more_body", False):
+                if self.entry.ended == "pending":
+                    self.entry.ended = "done"  # a stream's writer says how it ended before this
+                if self.last is not None and not self.pushed:
+                    self.pushed = True
+                    await self.last()
         try:
             await self.inner(message)
         except OSError:

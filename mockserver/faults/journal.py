@@ -26,7 +26,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from mockserver.state.sync import JOURNAL_IDS, Bridge, safe
+
 __all__ = ["BODY_DEPTH", "BODY_KEPT", "Ending", "Entry", "Journal", "bounded", "verdicts"]
+
+# The state's keys (a shared state only): the finished entries, the global clear's mark, and
+# each session's marks under journal:s:<session>: (the ids, journal:ids, are counted by sync).
+LIST = "journal:list"
+CLEARED = "journal:cleared"
+SESSIONS = "journal:s:"
 
 Ending = Literal["pending", "done", "eof", "reset", "stall", "hang", "client_disconnect", "error"]
 
@@ -69,12 +77,28 @@ class Entry:
 
 
 class Journal:
-    """A bounded, thread-safe ring buffer of entries."""
+    """A bounded, thread-safe journal of entries.
 
-    def __init__(self, size: int = 10_000) -> None:
-        self._entries: deque[Entry] = deque(maxlen=size)
+    With ``memory`` state it is a ring buffer here. On a shared state an entry is kept here
+    while its request runs (this process's reads see it, pending), then pushed whole to the
+    state's list ``journal:list`` (its newest ``size`` entries kept): a read on any process
+    holds every finished request. Ids come from the state's counter ``journal:ids`` (counted
+    by the request's first look, :class:`mockserver.state.sync.Refresh`), so they are unique
+    and ordered across processes. Clearing one session leaves the shared list alone: a mark
+    ``journal:s:<session>:cleared`` (the last id handed out then) hides what came before.
+    """
+
+    def __init__(self, size: int = 10_000, bridge: Bridge | None = None) -> None:
+        self.size = size
+        self.bridge = bridge if bridge is not None else Bridge()
+        self._entries: deque[Entry] = deque(maxlen=size)  # memory: the journal
+        self._pending: dict[int, Entry] = {}  # shared: this process's requests still running
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+
+    @property
+    def shared(self) -> bool:
+        return self.bridge.state.shared
 
     def open(
         self,
@@ -86,13 +110,15 @@ class Journal:
         retry_attempt: int,
         body: Any,
         raw: bytes | None = None,
+        entry_id: int = 0,
     ) -> Entry:
         """Journal a request as it arrives. ``body`` is the parsed body (None if none or not
-        JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap)."""
+        JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap). On a shared
+        state ``entry_id`` is the one the state counted (else this process counts its own)."""
         kept, size, digest, truncated = bounded(body, raw)
         with self._lock:
             entry = Entry(
-                next(self._ids),
+                entry_id or next(self._ids),
                 time,
                 method,
                 path,
@@ -103,14 +129,52 @@ class Journal:
                 body_sha256=digest,
                 body_truncated=truncated,
             )
-            self._entries.append(entry)
+            if self.shared:
+                self._pending[entry.id] = entry
+            else:
+                self._entries.append(entry)
             return entry
 
+    async def close(self, entry: Entry) -> None:
+        """The request is over: on a shared state, its entry goes to the state's list (one push)."""
+        if not self.shared:
+            return
+        try:
+            data = json.dumps(entry.to_json(), separators=(",", ":"), allow_nan=False, default=str).encode()
+            await self.bridge.state.push(LIST, data, self.size)
+        finally:
+            with self._lock:  # after the push: a read between the two finds it here or there
+                self._pending.pop(entry.id, None)
+
     def entries(self, session: str | None = None) -> list[Entry]:
+        if self.shared:
+            return self.bridge.call(self.aentries(session))
         with self._lock:
             return [e for e in self._entries if session is None or e.session == session]
 
+    async def aentries(self, session: str | None = None) -> list[Entry]:
+        """The entries (of ``session``), oldest first: every process's finished ones and this
+        one's pending ones."""
+        if not self.shared:
+            return self.entries(session)
+        state = self.bridge.state
+        marks, _ = await state.exchange([CLEARED, *([_mark(session)] if session is not None else [])])
+        after = max((int(m) for m in marks if m is not None), default=0)
+        found: dict[int, Entry] = {}
+        for raw in await state.items(LIST):
+            data = json.loads(raw)
+            if data["id"] > after and (session is None or data["session"] == session):
+                found[data["id"]] = Entry(**data)
+        with self._lock:
+            for entry in self._pending.values():
+                if entry.id > after and (session is None or entry.session == session):
+                    found.setdefault(entry.id, entry)
+        return [found[key] for key in sorted(found)]
+
     def clear(self, session: str | None = None) -> None:
+        if self.shared:
+            self.bridge.call(self.aclear(session))
+            return
         with self._lock:
             if session is None:
                 self._entries.clear()
@@ -118,6 +182,25 @@ class Journal:
                 kept = [e for e in self._entries if e.session != session]
                 self._entries.clear()
                 self._entries.extend(kept)
+
+    async def aclear(self, session: str | None = None) -> None:
+        """Forget every entry (``session=None``: the shared list goes), or one session's (a mark)."""
+        if not self.shared:
+            self.clear(session)
+            return
+        state = self.bridge.state
+        last = await state.get(JOURNAL_IDS)  # every entry up to this id came before the clear
+        mark = last if last is not None else b"0"
+        if session is None:
+            await state.put(CLEARED, mark)  # pending elsewhere now, pushed later: still cleared
+            await state.forget(LIST)
+            await state.forget(SESSIONS)
+        else:
+            await state.put(_mark(session), mark)
+
+
+def _mark(session: str) -> str:
+    return f"{SESSIONS}{safe(session)}:cleared"
 
 
 # ---- bounded bodies -------------------------------------------------------------------------

@@ -10,14 +10,18 @@ bucket cannot pay, it is a 429 and nothing is taken. Every answer carries the
 
 from __future__ import annotations
 
+import hashlib
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from mockserver.clock import Clock
+from mockserver.state.base import Draw
+from mockserver.state.sync import Bridge
 
 __all__ = ["Decision", "RateLimiter", "estimate_tokens"]
+
+PREFIX = "ratelimit:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,66 +48,53 @@ def estimate_tokens(body: Any) -> int:
     return max(1, len(text) // 4 + (wanted if isinstance(wanted, int) else 16))
 
 
-class _Bucket:
-    def __init__(self, per_minute: int, now: float) -> None:
-        self.capacity = float(per_minute)
-        self.level = float(per_minute)
-        self.rate = per_minute / 60.0
-        self.at = now
-
-    def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + max(0.0, now - self.at) * self.rate)
-        self.at = now
-
-    def wait_for(self, amount: float) -> float:
-        # A hair of tolerance: epoch seconds near 1.7e9 resolve only ~0.2 µs, and 0.6 s at
-        # 100/min must refill one whole request, not 0.9999996 of one.
-        return 0.0 if self.level + 1e-5 >= amount else (amount - self.level) / self.rate
-
-    def to_full(self) -> float:
-        return (self.capacity - self.level) / self.rate
-
-
 class RateLimiter:
-    def __init__(self, clock: Clock, requests_per_minute: int = 0, tokens_per_minute: int = 0) -> None:
+    """Token buckets in the state (``draw``: every bucket paid or none, atomically across the
+    processes of a shared state), keyed ``ratelimit:<kind>:<hashed key>:<model>`` — the API
+    key is hashed, so no secret reaches the state's storage."""
+
+    def __init__(
+        self, clock: Clock, requests_per_minute: int = 0, tokens_per_minute: int = 0, bridge: Bridge | None = None
+    ) -> None:
         self.clock = clock
         self.rpm = requests_per_minute
         self.tpm = tokens_per_minute
-        self._buckets: dict[tuple[str, str, str], _Bucket] = {}
-        self._lock = threading.Lock()
+        self.bridge = bridge if bridge is not None else Bridge()
+        self._hashed: dict[str, str] = {}  # API key → its digest (a few keys, used again and again)
 
     @property
     def active(self) -> bool:
         return bool(self.rpm or self.tpm)
 
     def reset(self) -> None:
-        with self._lock:
-            self._buckets.clear()
+        self.bridge.call(self.areset())
 
-    def _bucket(self, kind: str, key: str, model: str, per_minute: int, now: float) -> _Bucket:
-        bucket = self._buckets.get((kind, key, model))
-        if bucket is None:
-            bucket = self._buckets[(kind, key, model)] = _Bucket(per_minute, now)
-        bucket.refill(now)
-        return bucket
+    async def areset(self) -> None:
+        await self.bridge.state.forget(PREFIX)
 
-    def take(self, key: str, model: str, tokens: int) -> Decision:
+    def _hash(self, key: str) -> str:
+        digest = self._hashed.get(key)
+        if digest is None:
+            if len(self._hashed) >= 1024:
+                self._hashed.clear()
+            digest = self._hashed[key] = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return digest
+
+    async def take(self, key: str, model: str, tokens: int) -> Decision:
         """Charge one request of ``tokens`` (estimated) to ``(key, model)``, or refuse it."""
-        with self._lock:
-            now = self.clock.now()
-            needs: list[tuple[str, _Bucket, float]] = []
-            if self.rpm:
-                needs.append(("requests", self._bucket("requests", key, model, self.rpm, now), 1.0))
-            if self.tpm:
-                needs.append(("tokens", self._bucket("tokens", key, model, self.tpm, now), float(tokens)))
-            waits = [(bucket.wait_for(amount), kind) for kind, bucket, amount in needs]
-            wait, kind = max(waits) if waits else (0.0, "")
-            if wait <= 0.0:
-                for _, bucket, amount in needs:
-                    bucket.level -= amount
-            headers: dict[str, str] = {}
-            for name, bucket, _ in needs:
-                headers[f"x-ratelimit-limit-{name}"] = str(int(bucket.capacity))
-                headers[f"x-ratelimit-remaining-{name}"] = str(max(0, math.floor(bucket.level)))
-                headers[f"x-ratelimit-reset-{name}"] = _duration(bucket.to_full())
-            return Decision(wait <= 0.0, headers, wait, kind if wait > 0.0 else "")
+        now = self.clock.now()
+        where = f"{self._hash(key)}:{model}"
+        needs: list[tuple[str, int, float]] = []
+        if self.rpm:
+            needs.append(("requests", self.rpm, 1.0))
+        if self.tpm:
+            needs.append(("tokens", self.tpm, float(tokens)))
+        draws = [Draw(f"{PREFIX}{kind}:{where}", float(per), per / 60.0, amount) for kind, per, amount in needs]
+        drawn = await self.bridge.state.draw(draws, now)
+        headers: dict[str, str] = {}
+        for (name, per, _), level in zip(needs, drawn.levels, strict=True):
+            headers[f"x-ratelimit-limit-{name}"] = str(per)
+            headers[f"x-ratelimit-remaining-{name}"] = str(max(0, math.floor(level)))
+            headers[f"x-ratelimit-reset-{name}"] = _duration((per - level) / (per / 60.0))
+        exhausted = "" if drawn.allowed else needs[drawn.short][0]
+        return Decision(drawn.allowed, headers, drawn.wait, exhausted)

@@ -12,15 +12,24 @@ probabilities from the request's generator.
 
 from __future__ import annotations
 
+import builtins
+import json
 import random
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mockserver.faults.catalogue import Fault, FaultError, parse
+from mockserver.state.sync import Bridge, safe
 
 __all__ = ["RequestInfo", "Rule", "RuleBook", "RuleFieldError"]
+
+# The state's keys: the rules (id → JSON), their ids and version, each session's call counts.
+RULES = "faults:rules"
+IDS = "faults:ids"
+VERSION = "faults:version"
+COUNTS = "faults:s:"
 
 
 class RuleFieldError(ValueError):
@@ -133,61 +142,132 @@ class Rule:
         )
 
 
-@dataclass
 class RuleBook:
-    """The live rules and their call counters; safe to change while requests run."""
+    """The live rules and their call counters, kept in the state (``bridge``): safe to change
+    while requests run, and every process's on a shared state.
 
-    defaults: tuple[Fault, ...] = ()  # --faults: every request
-    _rules: list[Rule] = field(default_factory=list)
-    _calls: dict[tuple[int, str | None], int] = field(default_factory=dict)
-    _next_id: int = 1
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    As with scripted answers (:class:`mockserver.answers.script.Script`): the rules live in the
+    state's map ``faults:rules``, this process keeps a copy reloaded when ``faults:version``
+    moves, and each session's call counts are counters under ``faults:s:<session>:``. The
+    ``--faults`` defaults are configuration every process has: they are never written.
+    """
+
+    version_key = VERSION
+
+    def __init__(self, defaults: tuple[Fault, ...] = (), bridge: Bridge | None = None) -> None:
+        self.defaults = defaults  # --faults: every request
+        self.bridge = bridge if bridge is not None else Bridge()
+        self.state = self.bridge.state
+        self._rules: tuple[Rule, ...] = ()  # in the order added
+        self._version = 0
+        self._lock = threading.Lock()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    async def reload(self, version: int) -> None:
+        """Read the shared rules again (their version moved to ``version``)."""
+        found = await self.state.map_all(RULES)
+        rules = sorted((Rule.from_json(json.loads(raw), int(key)) for key, raw in found.items()), key=lambda r: r.id)
+        with self._lock:
+            self._rules = tuple(rules)
+            self._version = version
+
+    async def refresh(self) -> None:
+        if self.state.shared:
+            value = await self.state.get(VERSION)
+            version = int(value) if value is not None else 0
+            if version != self._version:
+                await self.reload(version)
+
+    async def _changed(self, written: Rule | None = None, gone: frozenset[int] = frozenset()) -> None:
+        version = await self.state.add(VERSION)
+        if self.state.shared:
+            await self.reload(version)
+            return
+        with self._lock:  # memory: this copy is the rules
+            kept = [r for r in self._rules if r.id not in gone]
+            self._rules = tuple(kept + ([written] if written is not None else []))
+            self._version = version
 
     def add(self, data: Mapping[str, Any]) -> Rule:
-        with self._lock:
-            rule = Rule.from_json(data, self._next_id)
-            self._next_id += 1
-            self._rules.append(rule)
-            return rule
+        return self.bridge.call(self.aadd(data))
+
+    async def aadd(self, data: Mapping[str, Any]) -> Rule:
+        Rule.from_json(data, 0)  # a wrong rule takes no id
+        rule = Rule.from_json(data, await self.state.add(IDS))
+        saved = rule.to_json()
+        del saved["id"]
+        await self.state.map_put(RULES, str(rule.id), json.dumps(saved, separators=(",", ":")).encode())
+        await self._changed(written=rule)
+        return rule
 
     def remove(self, rule_id: int) -> bool:
-        with self._lock:
-            kept = [r for r in self._rules if r.id != rule_id]
-            found = len(kept) != len(self._rules)
-            self._rules = kept
-            return found
+        return self.bridge.call(self.aremove(rule_id))
+
+    async def aremove(self, rule_id: int) -> bool:
+        if not await self.state.map_delete(RULES, str(rule_id)):
+            return False
+        await self._changed(gone=frozenset({rule_id}))
+        return True
 
     def clear(self, session: str | None = None) -> None:
         """Every rule (``session=None``), or those of one session."""
-        with self._lock:
-            if session is None:
-                self._rules, self._calls = [], {}
-            else:
-                self._rules = [r for r in self._rules if r.session != session]
-                self._calls = {k: v for k, v in self._calls.items() if k[1] != session}
+        self.bridge.call(self.aclear(session))
 
-    def list(self, session: str | None = None) -> list[Rule]:
-        with self._lock:
-            return [r for r in self._rules if session is None or r.session == session]
+    async def aclear(self, session: str | None = None) -> None:
+        if session is None:
+            await self.state.forget(RULES)
+            await self.state.forget(COUNTS)
+            gone = frozenset(r.id for r in self._rules)
+        else:
+            found = await self.state.map_all(RULES)
+            dropped = set()
+            for key, raw in found.items():
+                if json.loads(raw).get("session") == session:
+                    await self.state.map_delete(RULES, key)
+                    dropped.add(int(key))
+            await self.state.forget(f"{COUNTS}{safe(session)}:")
+            gone = frozenset(dropped)
+        await self._changed(gone=gone)
+
+    async def alist(self, session: str | None = None) -> list[Rule]:
+        await self.refresh()
+        return self._listed(session)
+
+    def _listed(self, session: str | None) -> list[Rule]:
+        return [r for r in self._rules if session is None or r.session == session]
+
+    def list(self, session: str | None = None) -> builtins.list[Rule]:  # after the others: it shadows list
+        if self.state.shared:
+            self.bridge.call(self.refresh())
+        return self._listed(session)
 
     @property
     def active(self) -> bool:
+        """Any defaults or rules (on a shared state, as of the request's first look)."""
         return bool(self.defaults or self._rules)
 
-    def decide(self, info: RequestInfo, asked: tuple[Fault, ...], rng: random.Random) -> tuple[Fault, ...]:
+    async def decide(self, info: RequestInfo, asked: tuple[Fault, ...], rng: random.Random) -> tuple[Fault, ...]:
         """The faults this request gets: its header's, the defaults, then matching rules' —
-        each kept with its probability, drawn in that order from ``rng``."""
+        each kept with its probability, drawn in that order from ``rng``. One state call
+        counts the calls of the matching rules that read them (none when none does)."""
         candidates = list(asked) + list(self.defaults)
-        with self._lock:
-            for rule in self._rules:
-                if not rule.matches(info):
-                    continue
-                key = (rule.id, info.session)
-                call = self._calls.get(key, 0) + 1
-                self._calls[key] = call
+        matching = [rule for rule in self._rules if rule.matches(info)]
+        # Only rules with ``times`` or ``nth`` read their count: the others are not counted.
+        counted = [rule for rule in matching if rule.nth or rule.times is not None]
+        calls: dict[int, int] = {}
+        if counted:
+            prefix = f"{COUNTS}{safe(info.session)}:c:"
+            _, numbers = await self.state.exchange((), [f"{prefix}{rule.id}" for rule in counted])
+            calls = {rule.id: call for rule, call in zip(counted, numbers, strict=True)}
+        for rule in matching:
+            call = calls.get(rule.id)
+            if call is not None:
                 if rule.times is not None and call > rule.times:
                     continue
                 if rule.nth and call not in rule.nth:
                     continue
-                candidates.extend(rule.faults)
+            candidates.extend(rule.faults)
         return tuple(f for f in candidates if f.probability >= 1.0 or rng.random() < f.probability)

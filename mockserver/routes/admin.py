@@ -28,11 +28,12 @@ from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
-from mockserver.faults.rules import RuleFieldError
+from mockserver.faults.rules import Rule, RuleFieldError
 from mockserver.http import headers as h
 from mockserver.http.auth import admin_problem
 from mockserver.http.body import parse_json
 from mockserver.http.sse import dumps
+from mockserver.state.sync import CLOCK_KEY
 
 __all__ = ["routes"]
 
@@ -94,9 +95,9 @@ async def faults(request: Request, ctx: ServerContext) -> Any:
     rules = ctx.chaos.rules
     if request.method == "POST":
         data = _scoped(await _body(request), _session(request))
-        return _added(rules.add, {"faults": data.get("faults"), "session": data.get("session")})
+        return await _added(rules.aadd, {"faults": data.get("faults"), "session": data.get("session")})
     if request.method == "DELETE":
-        rules.clear(_session(request))
+        await rules.aclear(_session(request))
         return {"cleared": True}
     return {
         "defaults": [f.render() for f in rules.defaults],
@@ -106,9 +107,9 @@ async def faults(request: Request, ctx: ServerContext) -> Any:
     }
 
 
-def _added(add: Callable[[dict[str, Any]], Any], data: dict[str, Any]) -> Any:
+async def _added(add: Callable[[dict[str, Any]], Awaitable[Rule]], data: dict[str, Any]) -> Any:
     try:
-        return add({k: v for k, v in data.items() if v is not None}).to_json()
+        return (await add({k: v for k, v in data.items() if v is not None})).to_json()
     except RuleFieldError as exc:
         raise InvalidRequest(str(exc), param=exc.field) from None
 
@@ -117,17 +118,17 @@ async def rules(request: Request, ctx: ServerContext) -> Any:
     """GET: the rules (of the session). POST a rule. DELETE: drop the session's rules."""
     book = ctx.chaos.rules
     if request.method == "POST":
-        return _added(book.add, _scoped(await _body(request), _session(request)))
+        return await _added(book.aadd, _scoped(await _body(request), _session(request)))
     if request.method == "DELETE":
-        book.clear(_session(request))
+        await book.aclear(_session(request))
         return {"cleared": True}
-    return {"rules": [r.to_json() for r in book.list(_session(request))]}
+    return {"rules": [r.to_json() for r in await book.alist(_session(request))]}
 
 
 async def rule(request: Request, ctx: ServerContext) -> Any:
     """DELETE /rules/{id}."""
     rule_id = int(request.path_params["rule_id"])
-    if not ctx.chaos.rules.remove(rule_id):
+    if not await ctx.chaos.rules.aremove(rule_id):
         raise NotFound(f"No rule {rule_id}.")
     return {"deleted": rule_id}
 
@@ -140,14 +141,14 @@ async def answers(request: Request, ctx: ServerContext) -> Any:
     if request.method == "POST":
         items = [_scoped(i, session) if isinstance(i, Mapping) else i for i in await _rule_list(request)]
         try:
-            added = script.extend(items, session)
+            added = await script.aextend(items, session)
         except RuleError as exc:
             raise InvalidRequest(str(exc), param=exc.field) from None
         return {"rules": [r.to_json() for r in added]}
     if request.method == "DELETE":
-        script.clear(session)
+        await script.aclear(session)
         return {"cleared": True}
-    return {"rules": [r.to_json() for r in script.rules(session)]}
+    return {"rules": [r.to_json() for r in await script.arules(session)]}
 
 
 async def _rule_list(request: Request) -> list[Any]:
@@ -166,7 +167,7 @@ async def _rule_list(request: Request) -> list[Any]:
 async def answer(request: Request, ctx: ServerContext) -> Any:
     """DELETE /answers/{id}."""
     rule_id = int(request.path_params["rule_id"])
-    if not ctx.script.remove(rule_id):
+    if not await ctx.script.aremove(rule_id):
         raise NotFound(f"No scripted rule {rule_id}.")
     return {"deleted": rule_id}
 
@@ -175,9 +176,9 @@ async def journal(request: Request, ctx: ServerContext) -> Any:
     """GET: the entries (of the session) and verdicts on its retries. DELETE: clear them."""
     session = _session(request)
     if request.method == "DELETE":
-        ctx.chaos.journal.clear(session)
+        await ctx.chaos.journal.aclear(session)
         return {"cleared": True}
-    entries = ctx.chaos.journal.entries(session)
+    entries = await ctx.chaos.journal.aentries(session)
     return {"entries": [e.to_json() for e in entries], "verdicts": verdicts(entries)}
 
 
@@ -188,12 +189,19 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
             raise InvalidRequest("The server runs on real time; start it with --frozen-time to step its clock.")
         data = await _body(request)
         advance, at = data.get("advance"), data.get("set")
+        if ctx.refresh is not None:
+            await ctx.refresh.sync()  # a shared clock: advance from where the fleet's stands
         if isinstance(advance, int | float) and not isinstance(advance, bool) and advance >= 0:
-            ctx.clock.advance(float(advance))
+            moved = ctx.clock.now() + float(advance)
         elif isinstance(at, int | float) and not isinstance(at, bool):
-            ctx.clock.at = float(at)
+            moved = float(at)
         else:
             raise InvalidRequest('Send {"advance": seconds ≥ 0} or {"set": epoch seconds}.', param="advance")
+        if ctx.state.shared:
+            await ctx.state.put(CLOCK_KEY, repr(moved).encode())  # before the local move: waiters may read it
+        ctx.clock.at = moved
+    elif ctx.refresh is not None:
+        await ctx.refresh.sync()
     return {"now": ctx.clock.now(), "virtual": isinstance(ctx.clock, VirtualClock)}
 
 
@@ -203,14 +211,10 @@ async def reset(request: Request, ctx: ServerContext) -> Any:
     buckets are not per session). Without a session, stored responses and chat completions
     too (they belong to no session), so a rerun gets the ids and answers of a fresh server."""
     session = _session(request)
-    ctx.script.clear(session)
+    await ctx.script.aclear(session)
+    await ctx.chaos.areset(session)
     if session is None:
-        ctx.chaos.reset()
         await ctx.responses.clear()
-    else:
-        ctx.chaos.rules.clear(session)
-        ctx.chaos.journal.clear(session)
-        ctx.chaos.replay.clear(session)
     return {"reset": True}
 
 

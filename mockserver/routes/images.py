@@ -8,7 +8,9 @@ fetched, the reference itself). ``response_format`` and ``n`` are left out of th
 derived seed, so the ``url`` and ``b64_json`` twins of a request, and its first image whatever the
 ``n``, are the same picture. Images answered as URLs are kept in a bounded in-memory store
 (:class:`ImageStore`, one per app) and served at ``GET /images/{id}.png``, outside ``/v1``; the id
-is a hash of the PNG, so the same request gets the same URL.
+is a hash of the PNG, so the same request gets the same URL. On a shared state (``--state``)
+they are kept in the state instead (``image:<id>``, for an hour, as OpenAI's URLs last), so any
+process of a fleet serves the URL another one answered.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class ImageStore:
 
     def put(self, png: bytes) -> str:
         """Keep ``png``; its id is a hash of its bytes, so the same picture keeps the same URL."""
-        image_id = "img-" + hashlib.sha256(png).hexdigest()[:32]
+        image_id = _image_id(png)
         if image_id in self._images:
             self._images.move_to_end(image_id)
             return image_id
@@ -234,13 +236,34 @@ async def variations(request: Request) -> Response:
     return await _answer(request, ctx, plan, seed, _key(b"variations", plan, seed, digest), images[0], 0)
 
 
+IMAGE_TTL = 3600.0  # seconds an image served by URL is kept in a shared state (OpenAI's URLs: an hour)
+
+
+def _image_id(png: bytes) -> str:
+    return "img-" + hashlib.sha256(png).hexdigest()[:32]
+
+
+async def _keep(request: Request, ctx: ServerContext, png: bytes) -> str:
+    """Keep an image answered by URL: in the shared state when there is one, else in this app's store."""
+    if ctx.state.shared:
+        image_id = _image_id(png)
+        await ctx.state.put(f"image:{image_id}", png, ttl=IMAGE_TTL)
+        return image_id
+    return image_store(request.app).put(png)
+
+
 async def serve_image(request: Request) -> Response:
     image_id: str = request.path_params["image_id"]
-    png = image_store(request.app).get(image_id)
+    ctx: ServerContext = request.app.state.ctx
+    if ctx.state.shared:
+        png = await ctx.state.get(f"image:{image_id}")
+        kept = "kept for an hour"
+    else:
+        png = image_store(request.app).get(image_id)
+        kept = f"older than the last {image_store(request.app).capacity} images kept"
     if png is None:
         raise NotFound(
-            f"No image '{image_id}': it was never generated here, or is older than the last "
-            f"{image_store(request.app).capacity} images kept.",
+            f"No image '{image_id}': it was never generated here, or is {kept}.",
             code="image_not_found",
         )
     return Response(png, media_type="image/png")
@@ -262,7 +285,7 @@ async def _answer(
     data: list[dict[str, Any]] = []
     for index, png in enumerate(pngs):
         if plan.response_format == "url":
-            image_id = image_store(request.app).put(png)
+            image_id = await _keep(request, ctx, png)
             item: dict[str, Any] = {"url": str(request.url_for("mockserver_image", image_id=image_id))}
         else:
             item = {"b64_json": base64.b64encode(png).decode("ascii")}

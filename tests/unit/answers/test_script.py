@@ -20,6 +20,7 @@ from mockserver.cli import main
 from mockserver.config import Settings
 from mockserver.spine.events import Event
 from mockserver.spine.request import Answer, ChatMessage, ForcedCall, GenerationRequest, Prompt, Sampling, Tool
+from mockserver.state.sync import drive
 from tests.support.live import FROZEN, serve_in_process
 
 ADMIN = "/__mockserver"
@@ -39,7 +40,7 @@ def completion(*prompts: str | tuple[int, ...], model: str = "m") -> GenerationR
 
 def said(script: Script, request: GenerationRequest, surface: str = "chat", session: str | None = None) -> str | None:
     """What the script answers, in short: the text, ``call:name``, ``refusal:...`` or None."""
-    answer = script.answer(request, surface, session)
+    answer = drive(script.answer(request, surface, session))
     if answer is None:
         return None
     if answer.tool_calls:
@@ -120,9 +121,9 @@ def test_the_answer_kinds() -> None:
             {"name": "lookup"},
         ],
     )
-    assert script.answer(chat("text"), "chat") == Answer(text="Sunny.", finish_reason="length")
-    assert script.answer(chat("refuse"), "chat") == Answer(refusal="I can't help with that.")
-    assert script.answer(chat("call"), "chat") == Answer(
+    assert drive(script.answer(chat("text"), "chat")) == Answer(text="Sunny.", finish_reason="length")
+    assert drive(script.answer(chat("refuse"), "chat")) == Answer(refusal="I can't help with that.")
+    assert drive(script.answer(chat("call"), "chat")) == Answer(
         tool_calls=(
             ForcedCall("get_weather", '{"city":"Zürich","days":[1,2]}'),  # compact, not ASCII-escaped
             ForcedCall("get_time", '{"tz": "UTC"}', "call_1"),  # JSON text is kept as written
@@ -169,7 +170,7 @@ def test_an_exhausted_sequence_can_be_an_error_that_is_not_retried() -> None:
     rule = script.add(sequence=["A", "B"], then="error")
     assert [said(script, chat("x")) for _ in range(2)] == ["A", "B"]
     with pytest.raises(ScriptExhausted) as raised:
-        script.answer(chat("x"), "chat")
+        drive(script.answer(chat("x"), "chat"))
     error = raised.value
     assert error.status == 400 and error.code == "script_exhausted" and error.headers["x-should-retry"] == "false"
     assert error.message == f"Scripted rule {rule.id} has no answers left (its sequence of 2 is exhausted)."
@@ -189,7 +190,7 @@ def test_the_exhausting_call_is_still_counted_by_the_rules_after_it() -> None:
     script.add(text="second", nth=2)
     assert said(script, chat("x")) == "A"
     with pytest.raises(ScriptExhausted):
-        script.answer(chat("x"), "chat")
+        drive(script.answer(chat("x"), "chat"))
     assert said(script, chat("x")) is None  # the later rule counted call 2 although the error won
 
 
@@ -373,7 +374,7 @@ def test_a_rules_file_loads_and_answers(tmp_path: Path) -> None:
     script = Script()
     rules = script.load_file(path)
     assert [r.id for r in rules] == [1, 2, 3] and {r.source for r in rules} == {str(path)}
-    assert script.answer(chat("weather?", tools=True), "chat") == Answer(
+    assert drive(script.answer(chat("weather?", tools=True), "chat")) == Answer(
         tool_calls=(ForcedCall("get_weather", '{"city":"Paris"}'),)
     )
     assert said(script, chat("weather?")) is None  # no tools offered

@@ -1,0 +1,191 @@
+"""How the subsystems meet the state: sync calls into it, safe keys, and the request's first look.
+
+Three things every subsystem on :class:`~mockserver.state.base.State` needs:
+
+* :class:`Bridge` — the state, and the way a *sync* caller (a test's Python API, from its own
+  thread) reaches it. With ``memory`` nothing ever waits, so the coroutine is driven right
+  here; with a shared engine it runs on the server's event loop (its connections belong to
+  that loop), or on a loop of its own before the server has started.
+* :func:`safe` — a session id as it goes into a key: hex, so a ``:`` or a glob character in a
+  session's name can never reach another session's keys (``forget`` goes by prefix).
+* :class:`Refresh` — what a provider request pays at its start when the state is shared: one
+  :meth:`~State.exchange` that reads the rule books' versions and the virtual clock and counts
+  the journal's next id; a rule book reloads only when its version moved. With ``memory``
+  the caches are the writers' own and nothing is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mockserver.state.base import State, StateUnavailable
+from mockserver.state.memory import MemoryState
+
+__all__ = ["SCOPE_KEY", "Bridge", "Cached", "Refresh", "Synced", "drive", "safe"]
+
+T = TypeVar("T")
+
+SCOPE_KEY = "mockserver.synced"  # set once a request has paid its first look (an int: its journal id, or 0)
+CLOCK_KEY = "clock:at"
+JOURNAL_IDS = "journal:ids"
+_POLL = 0.03  # seconds between looks at a shared virtual clock while someone waits on it
+
+
+def safe(session: str | None) -> str:
+    """``session`` fit for a key: ``_`` for none, else ``x`` and its UTF-8 bytes in hex."""
+    return "_" if session is None else "x" + session.encode("utf-8", "surrogatepass").hex()
+
+
+def drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (every memory operation) to its end, here."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a memory-state operation suspended: it cannot be driven synchronously")
+
+
+class Bridge:
+    """The state, and how sync code reaches it (see the module's docs)."""
+
+    def __init__(self, state: State | None = None) -> None:
+        self.state: State = state if state is not None else MemoryState()
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
+
+    @property
+    def shared(self) -> bool:
+        return self.state.shared
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """The coroutine's result, from sync code."""
+        if not self.state.shared:
+            return drive(coro)
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        loop = self.loop
+        if loop is not None and loop.is_running() and running is not loop:
+            future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+            return future.result(timeout)
+        if running is None:
+            return asyncio.run(coro)  # the server is not running: nothing else uses the engine
+        coro.close()
+        raise RuntimeError(
+            "a sync state call on the server's own event loop would block it: await the async method (a...) instead"
+        )
+
+
+class Cached(Protocol):
+    """A rule book whose local copy follows a version counter in the state."""
+
+    version_key: str
+
+    async def reload(self, version: int) -> None: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+class Synced(Protocol):
+    """A virtual clock that can be told where the shared clock stands (see :mod:`mockserver.clock`)."""
+
+    def follow(self, at: float) -> None: ...
+
+
+class Refresh:
+    """The first look of a provider request at a shared state (a no-op with ``memory``)."""
+
+    def __init__(self, bridge: Bridge, books: tuple[Cached, ...], clock: Synced | None) -> None:
+        self.bridge = bridge
+        self.books = books
+        self.clock = clock
+        self._read = [b.version_key for b in books] + ([CLOCK_KEY] if clock is not None else [])
+        self._watching: asyncio.Task[None] | None = None
+
+    async def begin(self, journal: bool) -> int:
+        """Bring the caches and the clock up to date; the journal's next id when ``journal``
+        (0 otherwise, or with ``memory``, whose journal counts its own)."""
+        state = self.bridge.state
+        if not state.shared:
+            return 0
+        values, counted = await state.exchange(self._read, [JOURNAL_IDS] if journal else [])
+        await self.apply(values)
+        return counted[0] if counted else 0
+
+    async def apply(self, values: list[bytes | None]) -> None:
+        for book, value in zip(self.books, values, strict=False):
+            version = int(value) if value is not None else 0
+            if version != book.version:
+                await book.reload(version)
+        if self.clock is not None:
+            at = values[len(self.books)]
+            if at is not None:
+                self.clock.follow(float(at))
+
+    async def sync(self) -> None:
+        """The same look, for an admin read (nothing counted)."""
+        await self.begin(False)
+
+    # -- a shared virtual clock, followed while someone waits on it
+
+    def watch(self, listening: Callable[[], bool]) -> None:
+        """Someone waits on the virtual clock: look at the shared one every few ms until
+        ``listening()`` says nobody does (another process may move it)."""
+        if not self.bridge.state.shared or self.clock is None:
+            return
+        if self._watching is not None and not self._watching.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # subscribed from another thread: the next request's look moves it
+        self._watching = loop.create_task(self._poll(listening))
+
+    async def _poll(self, listening: Callable[[], bool]) -> None:
+        clock = self.clock
+        assert clock is not None
+        while listening():
+            await asyncio.sleep(_POLL)
+            try:
+                value = await self.bridge.state.get(CLOCK_KEY)
+            except StateUnavailable:
+                continue  # the engine is down: look again later
+            if value is not None:
+                clock.follow(float(value))
+
+    async def close(self) -> None:
+        task = self._watching
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class FirstLook:
+    """ASGI middleware for a server without the fault injector (which pays the look itself):
+    every provider request looks at the shared state before anything answers it."""
+
+    def __init__(
+        self, app: ASGIApp, refresh: Refresh, answer: Callable[[StateUnavailable, Scope], Awaitable[Any]]
+    ) -> None:
+        self.app = app
+        self.refresh = refresh
+        self.answer = answer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and SCOPE_KEY not in scope:
+            try:
+                scope[SCOPE_KEY] = await self.refresh.begin(False)
+            except StateUnavailable as exc:
+                response = await self.answer(exc, scope)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
