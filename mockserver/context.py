@@ -44,10 +44,8 @@ class Chaos:
     replay: ReplayOrder = field(default_factory=ReplayOrder)  # cassette replay positions
 
     def reset(self) -> None:
-        self.rules.clear()
-        self.journal.clear()
-        self.limiter.reset()
-        self.replay.clear()
+        """:meth:`areset` of everything, from sync code (a test's thread)."""
+        self.rules.bridge.call(self.areset())
 
     async def areset(self, session: str | None = None) -> None:
         """Everything (``session=None``: the rate-limit buckets too, which are per key, not per

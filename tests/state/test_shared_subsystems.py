@@ -22,6 +22,7 @@ from mockserver.app import create_app
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import SystemClock
 from mockserver.config import Settings
+from mockserver.state.base import StateUnavailable
 from mockserver.state.open import open_state
 from mockserver.state.sync import Bridge
 from tests.support.redis_server import RedisServer
@@ -223,6 +224,19 @@ async def test_a_session_reset_on_b_resets_that_session_across_the_fleet(fleet: 
         assert (await admin(client, "GET", "journal"))["entries"] == []
 
 
+async def test_a_session_name_never_reaches_another_sessions_keys(fleet: Fleet) -> None:
+    a, b = await fleet()
+    await admin(a, "POST", "answers", {"text": "first", "nth": 1})
+    await admin(a, "POST", "answers", {"text": "later"})
+    names = ["s", "s:", "s*", "s:c:1", "x73"]  # x73 is how "s" is spelled in keys
+    for name in names:
+        assert await said(a, session=name) == "first"
+    await admin(b, "POST", "reset", session="s")
+    assert await said(b, session="s") == "first"  # its counts start again...
+    for name in names[1:]:
+        assert await said(b, session=name) == "later"  # ...and no one else's did
+
+
 # ---- replay places, the clock, images ----------------------------------------------------------
 
 
@@ -284,6 +298,27 @@ async def test_an_image_url_answered_by_a_is_served_by_b(fleet: Fleet) -> None:
 
 
 # ---- the state lost ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("injector", [True, False])
+async def test_a_state_that_cannot_be_reached_is_a_503_the_client_may_retry(injector: bool, tmp_path: Path) -> None:
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    app = create_app(Settings(backend="script", state=f"sqlite:{folder / 'state.db'}", injector=injector))
+    transport = httpx.ASGITransport(app=app)
+    client = httpx.AsyncClient(transport=transport, base_url="http://x")
+    async with app.router.lifespan_context(app), client:
+        await admin(client, "POST", "answers", {"text": "ok"})
+        refresh = app.state.ctx.refresh
+
+        async def unreachable(journal: bool) -> int:
+            raise StateUnavailable("sqlite:gone", "test")
+
+        refresh.begin = unreachable
+        lost = await client.post(CHAT, json=chat())
+        assert lost.status_code == 503, lost.text
+        assert lost.headers["x-should-retry"] == "true"
+        assert lost.json()["error"]["code"] == "state_unavailable"
 
 
 async def test_a_lost_redis_is_a_503_with_should_retry_then_service_comes_back() -> None:
