@@ -221,7 +221,7 @@ async def test_a_client_that_leaves_frees_its_rows_at_the_next_turn() -> None:
 async def test_the_batch_holds_at_most_max_batch_rows_and_admits_in_arrival_order() -> None:
     backend = ReferenceBackend(threads=1, max_batch=4)
     try:
-        first = [e async for e in backend.generate(_request(n=1, max_tokens=2, stream=False))]  # model loaded
+        first = [e async for e in backend.generate(_request(n=1, max_tokens=2))]  # model loaded
         assert first
         scheduler = backend._scheduler
         assert scheduler is not None
@@ -233,8 +233,8 @@ async def test_the_batch_holds_at_most_max_batch_rows_and_admits_in_arrival_orde
             admit(tickets)
 
         scheduler._admit = spy  # type: ignore[method-assign]
-        wide = replace(_request(n=6, max_tokens=8, stream=False), seed=100)  # wider than the batch
-        bodies = [replace(_request(n=3, max_tokens=8, stream=False), seed=s) for s in range(101, 104)]
+        wide = replace(_request(n=6, max_tokens=8), seed=100)  # wider than the batch
+        bodies = [replace(_request(n=3, max_tokens=8), seed=s) for s in range(101, 104)]
 
         async def run(request: GenerationRequest) -> list[Event]:
             return [e async for e in backend.generate(request)]

@@ -146,14 +146,12 @@ class ReferenceBackend:
     async def _generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         runtime = await asyncio.wrap_future(self.warm_up())
         if self.max_batch > 0:
-            scheduler = self._batch(runtime)
-            decoding = await asyncio.wrap_future(self._submit(partial(Decoding, runtime, request, scheduler.rows)))
-            stream = receive(scheduler, Ticket(decoding, asyncio.get_running_loop()))
+            batched = self._batched(runtime, request)
             try:
-                async for event in stream:
+                async for event in batched:
                     yield event
             finally:
-                await aclose(stream)
+                await aclose(batched)  # closed now, not when collected: its rows free at once
             return
 
         def start() -> tuple[Decoding, list[Event]]:
@@ -182,6 +180,37 @@ class ReferenceBackend:
         finally:
             if pending is not None:
                 pending.cancel()  # the client left: a queued step never runs
+
+    async def _batched(self, runtime: Runtime, request: GenerationRequest) -> AsyncIterator[Event]:
+        """Prefilled on the pool, then decoded in the batch. A non-streamed request that finds
+        the batch empty first runs alone in that pool task, as on the single-row path, while
+        nobody else comes (one hand-off for a short answer, not one per turn); it joins the
+        batch, where its choices carry on from the same keys, as soon as someone does."""
+        scheduler = self._batch(runtime)
+
+        def contended() -> bool:
+            return scheduler.busy() or self._contended()
+
+        def start() -> tuple[Decoding, list[Event]]:
+            job = Decoding(runtime, request)  # single-row stepper while it runs alone
+            events = list(job.opening)
+            if not (request.stream or job.done or contended()):
+                events += job.advance_slice(contended)
+            job.stepper = scheduler.rows
+            return job, events
+
+        job, events = await asyncio.wrap_future(self._submit(start))
+        self.steps += job.steps
+        if job.done:
+            for event in events:
+                yield event
+            return
+        stream = receive(scheduler, Ticket(job, asyncio.get_running_loop(), events))
+        try:
+            async for event in stream:
+                yield event
+        finally:
+            await aclose(stream)
 
     async def embed(
         self, inputs: Sequence[str | Sequence[int]], space: Space, check: TokenCheck, *, for_json: bool = False

@@ -52,7 +52,7 @@ class Ticket:
     """One request in the scheduler, seen from both sides: the model thread fills ``inbox``
     (through ``loop``), the request's async generator empties it."""
 
-    def __init__(self, decoding: Decoding, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, decoding: Decoding, loop: asyncio.AbstractEventLoop, events: list[Event]) -> None:
         self.decoding = decoding
         self.loop = loop
         self.stream = decoding.request.stream
@@ -60,7 +60,7 @@ class Ticket:
         self.inbox: asyncio.Queue[Delivery] = asyncio.Queue()
         self.left = False  # the client went away: drop at the next turn
         self.unread = 0  # deliveries not yet taken by the generator
-        self.held: list[Event] = []  # events not yet delivered
+        self.held = list(events)  # events not yet delivered (the opening ones, to begin with)
         # The first events go at once, stream or not: the server waits for one before it
         # answers (an error is a status), and listens for a hang-up only after that.
         self.primed = False
@@ -135,6 +135,10 @@ class Scheduler:
             self._closed = True
             self._cond.notify()
 
+    def busy(self) -> bool:
+        """Does anything run or wait in the batch? (Read racily: a hint for a lone request.)"""
+        return bool(self._active or self._waiting)
+
     def queued(self) -> int:
         """Requests waiting to join the batch (read racily: for tests and metrics)."""
         return len(self._waiting)
@@ -179,7 +183,6 @@ class Scheduler:
     def _admit(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             if not ticket.left:
-                ticket.held = list(ticket.decoding.opening)
                 self._active.append(ticket)
 
     def _turn(self, out: list[tuple[Ticket, Delivery]]) -> None:
