@@ -33,7 +33,7 @@ from typing import Any
 
 from mockserver.answers.script_rule import RuleError, ScriptExhausted, ScriptRule, Surface
 from mockserver.spine.request import Answer, GenerationRequest
-from mockserver.state.sync import Bridge, safe
+from mockserver.state.sync import Bridge, safe, version_step
 
 __all__ = ["RuleError", "Script", "ScriptExhausted", "ScriptRule", "Surface"]
 
@@ -104,6 +104,9 @@ class Script:
     def version(self) -> int:
         return self._version
 
+    def stale(self) -> None:
+        self._version = -1  # no version the state gives: the next look reads the rules again
+
     def _rebuild(self) -> None:
         self._book = _Book.of([*self._pinned, *self._shared.values()])
 
@@ -130,7 +133,7 @@ class Script:
 
     async def _changed(self, written: Iterable[ScriptRule] = (), gone: Iterable[int] = ()) -> None:
         """After a write: bump the version; a shared state is read again, memory's copy is ours."""
-        version = await self.state.add(VERSION)
+        version = await self.state.add(VERSION, version_step())
         if self.state.shared:
             await self.reload(version)  # the version read first, so a later write reloads again
             return

@@ -4,8 +4,9 @@ Every provider-path request gets an :class:`Entry` the moment it arrives — bef
 or fault — and the entry is completed as the response goes out: status, seed, faults
 applied, events and bytes sent, and how it ended. Entries live in a bounded ring buffer
 (oldest dropped first) — on a shared state (``--state``), in one bounded list every process
-pushes to, so the journal read on any process holds every request (see :class:`Journal`). :func:`verdicts` judges a session's retries: did the client wait
-out ``retry-after``, back off between attempts, and leave non-retryable 4xx alone?
+pushes to, so the journal read on any process holds every request (see :class:`Journal`).
+:func:`verdicts` judges a session's retries: did the client wait out ``retry-after``, back
+off between attempts, and leave non-retryable 4xx alone?
 
 An entry keeps a *bounded* copy of the body: the parsed body when it is small
 (:data:`BODY_KEPT` bytes or less) and shallow (:data:`BODY_DEPTH` levels or less), else a

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mockserver.faults.catalogue import Fault, FaultError, parse
-from mockserver.state.sync import Bridge, safe
+from mockserver.state.sync import Bridge, safe, version_step
 
 __all__ = ["RequestInfo", "Rule", "RuleBook", "RuleFieldError"]
 
@@ -166,6 +166,9 @@ class RuleBook:
     def version(self) -> int:
         return self._version
 
+    def stale(self) -> None:
+        self._version = -1  # no version the state gives: the next look reads the rules again
+
     async def reload(self, version: int) -> None:
         """Read the shared rules again (their version moved to ``version``)."""
         found = await self.state.map_all(RULES)
@@ -182,7 +185,7 @@ class RuleBook:
                 await self.reload(version)
 
     async def _changed(self, written: Rule | None = None, gone: frozenset[int] = frozenset()) -> None:
-        version = await self.state.add(VERSION)
+        version = await self.state.add(VERSION, version_step())
         if self.state.shared:
             await self.reload(version)
             return

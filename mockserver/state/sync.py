@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import random
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mockserver.state.base import State, StateUnavailable
 from mockserver.state.memory import MemoryState
 
-__all__ = ["SCOPE_KEY", "Bridge", "Cached", "Refresh", "Synced", "drive", "safe"]
+__all__ = ["SCOPE_KEY", "Bridge", "Cached", "FirstLook", "Refresh", "Synced", "drive", "safe", "version_step"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,13 @@ _POLL = 0.03  # seconds between looks at a shared virtual clock while someone wa
 def safe(session: str | None) -> str:
     """``session`` fit for a key: ``_`` for none, else ``x`` and its UTF-8 bytes in hex."""
     return "_" if session is None else "x" + session.encode("utf-8", "surrogatepass").hex()
+
+
+def version_step() -> int:
+    """How far a write moves a rule book's version: a random step, so that a state that lost
+    its data (a Redis restarted without persistence) and counts again does not come back to a
+    version some process's copy already has — which would keep that copy's old rules."""
+    return random.randrange(1, 1 << 31)
 
 
 def drive(coro: Coroutine[Any, Any, T]) -> T:
@@ -90,6 +98,10 @@ class Cached(Protocol):
 
     async def reload(self, version: int) -> None: ...
 
+    def stale(self) -> None:
+        """Read the rules again at the next look, whatever the version says."""
+        ...
+
     @property
     def version(self) -> int: ...
 
@@ -116,7 +128,14 @@ class Refresh:
         state = self.bridge.state
         if not state.shared:
             return 0
-        values, counted = await state.exchange(self._read, [JOURNAL_IDS] if journal else [])
+        try:
+            values, counted = await state.exchange(self._read, [JOURNAL_IDS] if journal else [])
+        except StateUnavailable:
+            # The engine may come back empty (a Redis restarted without persistence), its
+            # versions counting again from 0 to numbers this copy has seen: read it all again.
+            for book in self.books:
+                book.stale()
+            raise
         await self.apply(values)
         return counted[0] if counted else 0
 

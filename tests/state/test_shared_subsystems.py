@@ -345,3 +345,32 @@ async def test_a_lost_redis_is_a_503_with_should_retry_then_service_comes_back()
                     break
                 await asyncio.sleep(0.05)
             assert back.status_code == 200, back.text
+
+
+@pytest.mark.parametrize("looked_meanwhile", [True, False])
+async def test_rules_are_read_again_after_the_state_was_lost_and_came_back_empty(looked_meanwhile: bool) -> None:
+    from tests.support.redis_server import binary
+
+    if binary() is None:
+        pytest.skip("no redis-server")
+    with RedisServer() as server:  # no persistence: a restart comes back empty
+        async with contextlib.AsyncExitStack() as stack:
+            clients = []
+            for _ in range(2):
+                app = create_app(Settings(backend="script", state=server.url))
+                await stack.enter_async_context(app.router.lifespan_context(app))
+                client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x")
+                clients.append(await stack.enter_async_context(client))
+            a, b = clients
+            await admin(a, "POST", "answers", {"text": "before"})
+            assert await said(b) == "before"
+            server.stop()
+            if looked_meanwhile:  # B's look fails: its copy is stale
+                assert (await b.post(CHAT, json=chat())).status_code == 503
+            server.start()
+            for _ in range(100):  # A writes again: script:version counts from 0 to what B has seen
+                added = await a.post(f"{ADMIN}/answers", json={"text": "after"})
+                if added.status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            assert await said(b) == "after"
