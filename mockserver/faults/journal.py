@@ -163,7 +163,12 @@ class Journal:
         marks, _ = await state.exchange([CLEARED, *([_mark(session)] if session is not None else [])])
         after = max((int(m) for m in marks if m is not None), default=0)
         found: dict[int, Entry] = {}
+        # A session's read skips, unparsed, the entries that cannot be its own (the list holds
+        # every session's): its name as close() writes it must be in the raw JSON.
+        needle = b'"session":' + json.dumps(session).encode() if session is not None else b""
         for raw in await state.items(LIST):
+            if needle not in raw:
+                continue
             data = json.loads(raw)
             if data["id"] > after and (session is None or data["session"] == session):
                 found[data["id"]] = Entry(**data)

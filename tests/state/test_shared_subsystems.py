@@ -179,13 +179,13 @@ async def test_the_journal_on_b_holds_every_request_in_order(fleet: Fleet) -> No
     a, b = await fleet()
     await admin(a, "POST", "answers", {"text": "ok"})
     for n in range(6):
-        await said(a if n % 2 else b, f"request {n}", session="j")
-    entries = (await admin(b, "GET", "journal", session="j"))["entries"]
+        await said(a if n % 2 else b, f"request {n}", session='j "x')
+    entries = (await admin(b, "GET", "journal", session='j "x'))["entries"]
     assert [e["body"]["messages"][0]["content"] for e in entries] == [f"request {n}" for n in range(6)]
     ids = [e["id"] for e in entries]
     assert ids == sorted(set(ids))
     assert all(e["status"] == 200 and e["ended"] == "done" for e in entries)
-    assert (await admin(a, "GET", "journal", session="j"))["entries"] == entries
+    assert (await admin(a, "GET", "journal", session='j "x'))["entries"] == entries
 
 
 async def test_clearing_one_sessions_journal_on_a_clears_it_on_b_only_for_that_session(fleet: Fleet) -> None:
