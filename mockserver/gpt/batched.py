@@ -72,7 +72,7 @@ class SlotCache:
         self.end = [0] * slots
         self.position = [0] * slots  # absolute position of the slot's next token
         self._free = list(range(slots - 1, -1, -1))  # a stack: the lowest slot on top
-        self._expanded: dict[int, list[tuple[Tensor, ...]]] = {}
+        self._expanded: dict[int, list[Tensor]] = {}
         # Every weight in the order :func:`_one_row` reads them.
         self.flat: list[Tensor] = []
         for block in model.blocks:
@@ -84,18 +84,12 @@ class SlotCache:
     def slots(self) -> int:
         return self.keys[0].size(0)
 
-    def expanded(self, b: int) -> list[tuple[Tensor, ...]]:
-        """Every weight expanded to [B, in, out] (views, stride 0: no copy), per layer
-        (qkv, proj, fc, out), then the head alone; made once per batch size."""
+    def expanded(self, b: int) -> list[Tensor]:
+        """The weights in :func:`_many_rows`'s order, the matrices expanded to [B, in, out]
+        (views, stride 0: no copy); made once per batch size."""
         made = self._expanded.get(b)
         if made is None:
-            model = self.model
-            made = []
-            for block in model.blocks:
-                assert isinstance(block, Block)
-                made.append(tuple(w.expand(b, *w.shape) for w in (block.w_qkv, block.w_proj, block.w_fc, block.w_out)))
-            head = model._head if model._head is not None else model.embed.t()
-            made.append((head.expand(b, *head.shape),))
+            made = [w.expand(b, *w.shape) if w.dim() == 2 else w for w in self.flat]
             self._expanded[b] = made
         return made
 
@@ -145,28 +139,102 @@ class SlotCache:
         self.start[slot], self.end[slot] = 0, self.keep
 
 
-def _attend(q: Tensor, keys: Tensor, values: Tensor, slots: list[int], spans: list[tuple[int, int]]) -> Tensor:
-    """Attention of each row over its own keys: q [B, H, 1, D] → [B, H, 1, D].
-
-    Rows come sorted by span; a run of rows with the same span ``[a, b)`` is one call over
-    their keys side by side (the kernel computes each (row, head) alone, exactly as for one
-    row: the same length means the same summation order), a lone row one call over a view."""
-    parts: list[Tensor] = []
+def _groups(
+    slots: list[int], spans: list[tuple[int, int]]
+) -> tuple[list[int], list[int], list[Tensor], list[int], list[int]]:
+    """Runs of rows (sorted by span) that attend over the same span: where each run starts
+    (and the end), its first slot, the slots to gather (empty: neighbouring slots, a view),
+    and the span ``[a, e)``."""
+    first: list[int] = []
+    slot0: list[int] = []
+    gathered: list[Tensor] = []
+    starts: list[int] = []
+    ends: list[int] = []
     i, b = 0, len(slots)
     while i < b:
         j = i + 1
         while j < b and spans[j] == spans[i]:
             j += 1
-        a, e = spans[i]
         s = slots[i]
-        if j - i == 1 or slots[i:j] == list(range(s, s + j - i)):  # neighbouring slots: a view
-            k, v = keys[s : s + j - i, :, a:e], values[s : s + j - i, :, a:e]
-        else:  # gathered: a copy of just these keys
-            index = torch.tensor(slots[i:j])
-            k, v = keys[index, :, a:e], values[index, :, a:e]
-        parts.append(F.scaled_dot_product_attention(q[i:j], k, v))
+        neighbours = j - i == 1 or slots[i:j] == list(range(s, s + j - i))
+        first.append(i)
+        slot0.append(s)
+        gathered.append(_NONE if neighbours else torch.tensor(slots[i:j]))
+        starts.append(spans[i][0])
+        ends.append(spans[i][1])
         i = j
-    return torch.cat(parts) if len(parts) > 1 else parts[0]
+    first.append(b)
+    return first, slot0, gathered, starts, ends
+
+
+_NONE = torch.empty(0, dtype=torch.long)
+
+
+def _attend_groups(
+    q: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    first: list[int],
+    slot0: list[int],
+    gathered: list[Tensor],
+    starts: list[int],
+    ends: list[int],
+) -> Tensor:
+    """Attention of each row over its own keys: q [B, H, 1, D] → [B, H, 1, D], one call per
+    run of :func:`_groups` (the kernel computes each (row, head) alone, exactly as for one
+    row: the same length means the same summation order)."""
+    parts: list[Tensor] = []
+    for g in range(len(slot0)):
+        i, j, a, e = first[g], first[g + 1], starts[g], ends[g]
+        if gathered[g].numel() == 0:  # neighbouring slots: a view
+            s = slot0[g]
+            k, v = keys[s : s + j - i, :, a:e], values[s : s + j - i, :, a:e]
+        else:  # a copy of just these keys
+            k, v = keys[gathered[g], :, a:e], values[gathered[g], :, a:e]
+        parts.append(F.scaled_dot_product_attention(q[i:j], k, v))
+    return torch.cat(parts)
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor, slots: list[int], spans: list[tuple[int, int]]) -> Tensor:
+    """:func:`_attend_groups` for rows sorted by span (what the tests call)."""
+    return _attend_groups(q, keys, values, *_groups(slots, spans))
+
+
+def _many_rows(
+    x: Tensor,
+    rot: Tensor,
+    weights: list[Tensor],
+    keys: list[Tensor],
+    values: list[Tensor],
+    rows: Tensor,
+    at: Tensor,
+    first: list[int],
+    slot0: list[int],
+    gathered: list[Tensor],
+    starts: list[int],
+    ends: list[int],
+) -> Tensor:
+    """B rows: :meth:`Block.decode` op for op with ``bmm`` for ``mm`` and ``baddbmm`` for
+    ``addmm`` against expanded weights (``weights``: per layer norm1, qkv, proj, norm2, fc,
+    out, then the final norm and the head). x [B, 1, C], rot [B, 1, D/2] → logits [B, V];
+    each row's new key is written at ``(rows, at)`` first. Compiled by TorchScript
+    (:func:`_compiled`): besides the per-op cost, the interpreter holds the GIL far less than
+    Python would, and the event loop shares the process."""
+    b, c = x.size(0), x.size(2)
+    h, d = keys[0].size(1), keys[0].size(3)
+    for layer in range(len(keys)):
+        norm1, w_qkv, w_proj, norm2, w_fc, w_out = weights[6 * layer : 6 * layer + 6]
+        qkv = torch.bmm(F.layer_norm(x, [c], norm1), w_qkv)  # [B, 1, 3C]
+        pairs = torch.view_as_complex(qkv[:, 0, : 2 * c].reshape(b, 2 * h, d // 2, 2))
+        qk = torch.view_as_real(pairs * rot).view(b, 2, h, d)  # rotated q and k
+        k, v = keys[layer], values[layer]
+        k[rows, :, at] = qk[:, 1]
+        v[rows, :, at] = qkv[:, 0, 2 * c :].view(b, h, d)
+        att = _attend_groups(qk[:, 0].unsqueeze(2), k, v, first, slot0, gathered, starts, ends)  # [B, H, 1, D]
+        x = torch.baddbmm(x, att.view(b, 1, c), w_proj)
+        hidden = F.gelu(torch.bmm(F.layer_norm(x, [c], norm2), w_fc), approximate="tanh")
+        x = torch.baddbmm(x, hidden, w_out)
+    return torch.bmm(F.layer_norm(x, [c], weights[-2]), weights[-1]).view(b, -1)
 
 
 def _one_row(
@@ -176,7 +244,7 @@ def _one_row(
     except that the new key is written into the slot and attention reads the slot's keys
     ``[a, e]`` in place, where the single-row step concatenates them (the same numbers in the
     same order; proven equal). x [1, C], rot [D/2] → logits [1, V]. Compiled by TorchScript
-    (:func:`_scripted`): a lone request pays no Python per op, as the traced step does not."""
+    (:func:`_compiled`): a lone request pays no Python per op, as the traced step does not."""
     c = x.size(1)
     h = keys[0].size(1)
     d = keys[0].size(3)
@@ -196,15 +264,15 @@ def _one_row(
 
 
 @functools.cache
-def _scripted() -> Callable[..., Tensor]:
-    """:func:`_one_row` compiled once (in whichever thread first needs it), or the Python
-    function itself if this torch cannot script it (the same ops, only slower)."""
+def _compiled(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` compiled by TorchScript once (in whichever thread first needs it), or ``fn``
+    itself if this torch cannot script it (the same ops, only slower)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compiled: Callable[..., Tensor] = torch.jit.script(_one_row)
+            compiled: Callable[..., Tensor] = torch.jit.script(fn)
     except Exception:  # pragma: no cover - depends on the torch build
-        return _one_row
+        return fn
     return compiled
 
 
@@ -212,15 +280,14 @@ def _alone(model: GPT, cache: SlotCache, slot: int, token: int) -> Tensor:
     _plain_graphs_in_this_thread()  # an optimising graph executor could fuse, and round differently
     a, e = cache.start[slot], cache.end[slot]
     rot = model.rotary.table[cache.position[slot]]
-    return _scripted()(model.embed[token : token + 1], rot, cache.flat, cache.keys, cache.values, slot, a, e)
+    return _compiled(_one_row)(model.embed[token : token + 1], rot, cache.flat, cache.keys, cache.values, slot, a, e)
 
 
 @torch.inference_mode()
 def step_rows(model: GPT, cache: SlotCache, slots: list[int], tokens: list[int]) -> Tensor:
     """One decoding step for each ``(slot, token)``: logits [B, V], row i bit-identical to
     ``model.step(tokens[i], <slot i as a KVCache>)[0]``; each slot gains the token's keys."""
-    cfg = model.cfg
-    b, c, h, d = len(slots), cfg.n_embd, cfg.n_head, cfg.head_size
+    b = len(slots)
     for slot in slots:
         cache._make_room(slot)
     # Rows sorted by the span of keys they attend over, so that equal spans sit side by side.
@@ -234,22 +301,10 @@ def step_rows(model: GPT, cache: SlotCache, slots: list[int], tokens: list[int])
         at, rows = torch.tensor(ends), torch.tensor(ranked)
         rot = model.rotary.table[torch.tensor([cache.position[s] for s in ranked])].unsqueeze(1)  # [B, 1, D/2]
         x = model.embed[[tokens[i] for i in order]].unsqueeze(1)  # [B, 1, C]
-        weights = cache.expanded(b)
-        for layer, block in enumerate(model.blocks):
-            assert isinstance(block, Block)
-            w_qkv, w_proj, w_fc, w_out = weights[layer]
-            keys, values = cache.keys[layer], cache.values[layer]
-            # The single-row Block.decode, op for op, with bmm for mm and baddbmm for addmm.
-            qkv = torch.bmm(F.layer_norm(x, (c,), block.norm1), w_qkv)  # [B, 1, 3C]
-            pairs = torch.view_as_complex(qkv[:, 0, : 2 * c].reshape(b, 2 * h, d // 2, 2))
-            qk = torch.view_as_real(pairs * rot).view(b, 2, h, d)  # rotated q and k
-            keys[rows, :, at] = qk[:, 1]
-            values[rows, :, at] = qkv[:, 0, 2 * c :].view(b, h, d)
-            att = _attend(qk[:, 0].unsqueeze(2), keys, values, ranked, spans)  # [B, H, 1, D]
-            x = torch.baddbmm(x, att.view(b, 1, c), w_proj)
-            hidden = F.gelu(torch.bmm(F.layer_norm(x, (c,), block.norm2), w_fc), approximate="tanh")
-            x = torch.baddbmm(x, hidden, w_out)
-        logits = torch.bmm(F.layer_norm(x, (c,), model.norm), weights[-1][0]).view(b, cfg.vocab_size)
+        _plain_graphs_in_this_thread()
+        logits = _compiled(_many_rows)(
+            x, rot, cache.expanded(b), cache.keys, cache.values, rows, at, *_groups(ranked, spans)
+        )
         if order != list(range(b)):  # back to the caller's order
             logits = logits[torch.tensor(sorted(range(b), key=order.__getitem__))]
     for slot, end in zip(ranked, ends, strict=True):
