@@ -116,6 +116,7 @@ def test_an_unreachable_redis_at_start_up_is_one_line_without_the_password(worke
     assert done.returncode != 0
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"redis://:***@127.0.0.1:{url.rsplit(':', 1)[1]}" in done.stderr, done.stderr
+    assert "could not connect" in done.stderr and "Retry shortly" not in done.stderr, done.stderr  # nothing retries
     assert "hunter2" not in done.stderr + done.stdout
 
 
