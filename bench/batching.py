@@ -13,6 +13,10 @@ other load on the machine can only lower a throughput. Measured, per server:
 * the 16-token chat of ``make bench`` (not streamed) at concurrency 1 (latency) and 64 (req/s);
 * ``/health`` probed at 50 Hz while 32 streams run.
 
+and, without HTTP (``python -m bench.batching model``, a child process of its own), one decoding
+step per row: ``GPT.step`` row by row against ``step_rows`` at B = 1 / 8 / 32 / 64, rows of
+mixed lengths (each its own attention call) and of one length (one call for all).
+
 Also ``python -m bench.batching serve --port P --max-batch N``: the server it starts (the
 settings a plain ``mockserver serve`` has, with the backend built for ``max_batch``).
 Prints a markdown table, and one JSON object with ``--json``. Figures describe one machine at
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -143,8 +148,62 @@ def measure(quick: bool, rounds: int, duration: float) -> dict[str, Any]:
             _, probed = driver.run_cells_together([load, probe])
             health[name] = probed
         results["health"] = health
+    model = subprocess.run(
+        [sys.executable, "-m", "bench.batching", "model"], cwd=procs.ROOT, capture_output=True, text=True, timeout=600
+    )
+    results["model"] = json.loads(model.stdout) if model.returncode == 0 else {"error": model.stderr[-2000:]}
     results["meta"]["load_after"] = machine.load_average()
     return results
+
+
+def model_only(reps: int = 30) -> dict[str, Any]:
+    """Microseconds per row of one decoding step, single-row vs batched (best of 5 runs)."""
+    import time
+
+    import torch
+
+    from mockserver.gpt.batched import SlotCache, step_rows
+    from mockserver.gpt.model import load_model
+    from mockserver.gpt.tokenizer import ASSETS
+
+    torch.set_num_threads(1)  # as the model threads run
+    model = load_model(ASSETS)
+
+    def best(fn: Any, rows: int) -> float:
+        for _ in range(3):
+            fn()
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            runs.append((time.perf_counter() - start) / reps / rows * 1e6)
+        return min(runs)
+
+    def timed(b: int, same: bool) -> tuple[float, float]:
+        caches = [model.prefill(list(range(3, 53 + (0 if same else i))))[1] for i in range(b)]
+        store = SlotCache(model, slots=b)
+        slots = [store.load(c) for c in caches]
+
+        def batched() -> None:
+            step_rows(model, store, slots, [5] * b)
+            for s in slots:  # back to where it was: every run steps the same lengths
+                store.end[s] -= 1
+                store.position[s] -= 1
+
+        def alone() -> None:
+            for c in caches:
+                model.step(5, c)
+
+        return best(alone, b), best(batched, b)
+
+    out: dict[str, Any] = {}
+    for b in STREAMS:
+        alone, mixed = timed(b, same=False)
+        _, same = timed(b, same=True)
+        out[str(b)] = {"alone": alone, "batched_mixed": mixed, "batched_same": same}
+    out["load_after"] = machine.load_average()
+    return out
 
 
 def _tokens_per_s(result: dict[str, Any]) -> float:
@@ -190,6 +249,20 @@ def render(results: dict[str, Any]) -> str:
     for name, probe in results["health"].items():
         lat = probe["latency_ms"]
         lines.append(f"- {name}: p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, errors {probe['errors']}")
+    model = results.get("model", {})
+    if "error" in model:
+        lines += ["", f"Model only: failed: {model['error']}"]
+    elif model:
+        lines += [
+            "",
+            f"Model only (no HTTP), µs per row of one decoding step (load after: {model['load_after']}):",
+            "",
+            "| rows | GPT.step row by row | step_rows, mixed lengths | step_rows, one length |",
+            "| --- | --- | --- | --- |",
+        ]
+        for b in STREAMS:
+            r = model[str(b)]
+            lines.append(f"| {b} | {r['alone']:.0f} | {r['batched_mixed']:.0f} | {r['batched_same']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -199,11 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     served = sub.add_parser("serve", help="run one of the two servers (the bench starts them itself)")
     served.add_argument("--port", type=int, required=True)
     served.add_argument("--max-batch", type=int, required=True)
+    sub.add_parser("model", help="the model-only figures, as JSON (the bench runs it as a child)")
     parser.add_argument("--quick", action="store_true", help="one round of 1.5 s per cell (default: 3 of 3 s)")
     parser.add_argument("--json", default=None, help="also write the raw figures here")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args.port, args.max_batch)
+    if args.command == "model":
+        print(json.dumps(model_only()), flush=True)
+        return 0
     results = measure(args.quick, 1 if args.quick else 3, 1.5 if args.quick else 3.0)
     print(render(results), flush=True)
     if args.json:
