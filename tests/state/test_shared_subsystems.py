@@ -128,6 +128,15 @@ async def test_concurrent_sequences_hand_out_each_step_once(fleet: Fleet) -> Non
     assert past.status_code == 400 and past.json()["error"]["code"] == "script_exhausted"
 
 
+async def test_a_sequence_behind_a_counted_rule_still_hands_out_each_step_once(fleet: Fleet) -> None:
+    a, b = await fleet()
+    steps = [f"step {n}" for n in range(10)]
+    await admin(a, "POST", "answers", [{"text": "the second call", "nth": 2}, {"sequence": steps, "then": "error"}])
+    got = await asyncio.gather(*(said(a if n % 2 else b) for n in range(11)))
+    assert got.count("the second call") == 1
+    assert sorted(s for s in got if s.startswith("step")) == sorted(steps)
+
+
 async def test_nth_counts_per_session_across_the_fleet(fleet: Fleet) -> None:
     a, b = await fleet()
     await admin(a, "POST", "answers", [{"text": "the first call", "nth": 1}, {"text": "later"}])
@@ -156,6 +165,14 @@ async def test_a_fault_rule_added_on_a_fails_the_first_call_on_b_only(fleet: Fle
     assert (await b.post(CHAT, json=chat())).status_code == 503
     assert (await a.post(CHAT, json=chat())).status_code == 200  # the rule's one time was spent on B
     assert len((await admin(b, "GET", "rules"))["rules"]) == 1
+
+
+async def test_a_fault_rules_times_are_spent_once_across_the_fleet_under_concurrency(fleet: Fleet) -> None:
+    a, b = await fleet()
+    await admin(a, "POST", "answers", {"text": "ok"})
+    await admin(b, "POST", "rules", {"faults": "http.503", "times": 5})
+    answers = await asyncio.gather(*((a if n % 2 else b).post(CHAT, json=chat()) for n in range(20)))
+    assert sorted(r.status_code for r in answers) == [200] * 15 + [503] * 5
 
 
 async def test_six_rpm_across_the_fleet_refuses_the_seventh(fleet: Fleet, shared_url: str, tmp_path: Path) -> None:
