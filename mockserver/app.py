@@ -230,7 +230,7 @@ def create_app(
             close()
         await refresh.close()
         bridge.loop = None
-        await state.close()  # after the runs that write to it (it closes the records too)
+        await state.close()  # after the runs that write to it (the Lifecycle closed the records)
 
     app = Starlette(
         routes=routes(recorded=bool(set(names) & {"replay", "record"})),

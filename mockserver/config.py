@@ -125,7 +125,7 @@ class Settings(BaseSettings):
     @field_validator("state", "store")
     @classmethod
     def _state_url(cls, value: str) -> str:
-        from mockserver.state.open import kind_of
+        from mockserver.state.urls import kind_of
 
         if value:
             kind_of(value)  # a StateURLError (a ValueError) says what would do, the password hidden

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 
 from mockserver.context import ServerContext
 from mockserver.errors import APIError
-from mockserver.state.open import hidden
+from mockserver.state.urls import hidden
 
 __all__ = ["PING_TIMEOUT", "health"]
 

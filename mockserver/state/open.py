@@ -7,46 +7,12 @@ with ``--state memory --store sqlite:PATH`` the responses are shared and nothing
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from mockserver.clock import Clock
 from mockserver.responses.store import MemoryStore, Store
 from mockserver.state.base import State
+from mockserver.state.urls import StateURLError, hidden, kind_of
 
 __all__ = ["StateURLError", "hidden", "kind_of", "open_state"]
-
-
-class StateURLError(ValueError):
-    """A ``--state`` or ``--store`` value that names no engine (the message says what would)."""
-
-
-def kind_of(url: str) -> str:
-    """``memory``, ``sqlite`` or ``redis`` (StateURLError for anything else)."""
-    if url == "memory":
-        return "memory"
-    scheme, sep, rest = url.partition(":")
-    if scheme == "sqlite" and sep and rest:
-        return "sqlite"
-    if scheme in ("redis", "rediss") and rest.startswith("//"):
-        return "redis"
-    raise StateURLError(
-        f"unknown state {hidden(url)!r}: use 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB' (or rediss://)"
-    )
-
-
-def hidden(url: str) -> str:
-    """``url`` fit for logs, the banner and /metrics: a password in it is replaced by ``***``."""
-    if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url.split("://", 1)[0] + "://***"
-    if parts.password is None and "@" not in parts.netloc:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}" if user else f":***@{host}"))
 
 
 def _records(url: str, clock: Clock, capacity: int, ttl: float) -> Store:

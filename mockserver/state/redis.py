@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 from mockserver.responses.store import Store
 from mockserver.state.base import TOLERANCE, Draw, Drawn
-from mockserver.state.open import hidden
 from mockserver.state.resp import Client, Reply, Script
+from mockserver.state.urls import hidden
 
 __all__ = ["PREFIX", "RedisState"]
 

@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeAlias, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mockserver.state.base import StateUnavailable
-from mockserver.state.open import hidden
+from mockserver.state.urls import hidden
 
 try:  # the C parser (the `redis` extra); without it PyReader parses the same replies
     import hiredis
