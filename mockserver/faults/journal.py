@@ -19,6 +19,7 @@ its retries are still recognised.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -86,7 +87,9 @@ class Journal:
     state's list ``journal:list`` (its newest ``size`` entries kept): a read on any process
     holds every finished request. Ids come from the state's counter ``journal:ids`` (counted
     by the request's first look, :class:`mockserver.state.sync.Refresh`), so they are unique
-    and ordered across processes. Clearing one session leaves the shared list alone: a mark
+    and ordered across processes. A session's entries go to its own list too
+    (``journal:s:<session>:list``, as bounded): a session reads only its own, and a busy
+    session cannot push a quiet one's out. Clearing one session leaves the shared list alone: a mark
     ``journal:s:<session>:cleared`` (the last id handed out then) hides what came before.
     """
 
@@ -143,7 +146,15 @@ class Journal:
             return
         try:
             data = json.dumps(entry.to_json(), separators=(",", ":"), allow_nan=False, default=str).encode()
-            await self.bridge.state.push(LIST, data, self.size)
+            state = self.bridge.state
+            if entry.session is None:
+                await state.push(LIST, data, self.size)
+            else:
+                # Also in the session's own list, so a session's read (the plugin's, every test)
+                # fetches its entries alone. Issued together: Redis sends both in one write.
+                await asyncio.gather(
+                    state.push(LIST, data, self.size), state.push(_list(entry.session), data, self.size)
+                )
         finally:
             with self._lock:  # after the push: a read between the two finds it here or there
                 self._pending.pop(entry.id, None)
@@ -163,12 +174,7 @@ class Journal:
         marks, _ = await state.exchange([CLEARED, *([_mark(session)] if session is not None else [])])
         after = max((int(m) for m in marks if m is not None), default=0)
         found: dict[int, Entry] = {}
-        # A session's read skips, unparsed, the entries that cannot be its own (the list holds
-        # every session's): its name as close() writes it must be in the raw JSON.
-        needle = b'"session":' + json.dumps(session).encode() if session is not None else b""
-        for raw in await state.items(LIST):
-            if needle not in raw:
-                continue
+        for raw in await state.items(LIST if session is None else _list(session)):
             data = json.loads(raw)
             if data["id"] > after and (session is None or data["session"] == session):
                 found[data["id"]] = Entry(**data)
@@ -203,11 +209,17 @@ class Journal:
             await state.forget(LIST)
             await state.forget(SESSIONS)
         else:
-            await state.put(_mark(session), mark)
+            await state.put(_mark(session), mark)  # hides what is pushed late (pending elsewhere now)
+            await state.forget(_list(session))
 
 
 def _mark(session: str) -> str:
     return f"{SESSIONS}{safe(session)}:cleared"
+
+
+def _list(session: str) -> str:
+    """A session's own list: its newest entries, which the shared list may have dropped already."""
+    return f"{SESSIONS}{safe(session)}:list"
 
 
 # ---- bounded bodies -------------------------------------------------------------------------

@@ -205,6 +205,20 @@ async def test_the_journal_on_b_holds_every_request_in_order(fleet: Fleet) -> No
     assert (await admin(a, "GET", "journal", session='j "x'))["entries"] == entries
 
 
+async def test_a_busy_session_cannot_push_a_quiet_ones_entries_out_of_its_journal(fleet: Fleet) -> None:
+    a, b = await fleet(journal_size=3)
+    await admin(a, "POST", "answers", {"text": "ok"})
+    await said(a, "quiet one", session="quiet")
+    for n in range(5):
+        await said(b if n % 2 else a, f"busy {n}", session="busy")
+    quiet = (await admin(b, "GET", "journal", session="quiet"))["entries"]
+    assert [e["body"]["messages"][0]["content"] for e in quiet] == ["quiet one"]
+    busy = (await admin(b, "GET", "journal", session="busy"))["entries"]
+    assert [e["body"]["messages"][0]["content"] for e in busy] == ["busy 2", "busy 3", "busy 4"]
+    everything = (await admin(a, "GET", "journal"))["entries"]
+    assert len(everything) == 3  # the shared list is bounded too: the newest three
+
+
 async def test_clearing_one_sessions_journal_on_a_clears_it_on_b_only_for_that_session(fleet: Fleet) -> None:
     a, b = await fleet()
     await admin(a, "POST", "answers", {"text": "ok"})
