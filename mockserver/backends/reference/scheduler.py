@@ -2,7 +2,8 @@
 
 A request is prefilled alone, on the backend's pool
 (:class:`~mockserver.backends.reference.decoding.Decoding`: a long prompt never stalls the rows
-already decoding, and prefill gets the other core), then queues for the batch. One thread
+already decoding, and prefill gets the other core), then queues for the batch (a non-streamed
+one that finds the batch empty may first decode alone there: see ``ReferenceBackend._batched``). One thread
 (``mockserver-batch``) owns all decoding; each turn of its loop:
 
 1. **admits** queued requests, first come first served, while their choices fit in
