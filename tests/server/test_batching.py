@@ -243,3 +243,25 @@ async def test_the_batch_holds_at_most_max_batch_rows_and_admits_in_arrival_orde
         assert admitted == [100, 101, 102, 103]
     finally:
         backend.close()
+
+
+async def test_a_failing_step_ends_the_requests_in_the_batch_and_the_next_ones_are_served() -> None:
+    backend = ReferenceBackend(threads=1, max_batch=8)
+    try:
+        assert [e async for e in backend.generate(_request(max_tokens=2))]  # loaded, scheduler made
+        scheduler = backend._scheduler
+        assert scheduler is not None
+        compute = scheduler._compute
+
+        def broken() -> None:
+            raise RuntimeError("the step failed")
+
+        scheduler._compute = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="the step failed"):
+            [e async for e in backend.generate(_request(max_tokens=4))]
+        scheduler._compute = compute  # type: ignore[method-assign]
+        assert scheduler.cache.in_use() == 0 and not scheduler._active
+        events = [e async for e in backend.generate(_request(max_tokens=4))]
+        assert isinstance(events[-1], Usage) and events[-1].completion_tokens == 4
+    finally:
+        backend.close()

@@ -177,9 +177,20 @@ class Scheduler:
                 return
             self._admit(admit)
             out: list[tuple[Ticket, Delivery]] = []
-            self._turn(out)
-            self._deliver(out)
-            self._compute()
+            try:
+                self._turn(out)
+                self._deliver(out)
+                self._compute()
+            except Exception as exc:  # a failing step ends the requests in the batch, not the thread
+                self._fail_all(exc)
+
+    def _fail_all(self, exc: Exception) -> None:
+        out: list[tuple[Ticket, Delivery]] = []
+        for ticket in self._active:
+            self._release(ticket.decoding)
+            out.append((ticket, exc))
+        self._active, self.pending = [], []
+        self._deliver(out)
 
     def _admit(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
