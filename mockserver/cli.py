@@ -31,6 +31,7 @@ from mockserver import __version__
 from mockserver.backends import MODEL_EXTRA, model_installed
 from mockserver.config import Settings
 from mockserver.profiles import PROFILES
+from mockserver.state.urls import hidden
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -307,7 +308,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def banner(settings: Settings, host: str, port: int, workers: int = 1) -> str:
     """What ``serve`` says once it listens: where, as what, and every mode a test author would
     otherwise wonder about. URLs of state are shown with their password hidden."""
-    from mockserver.state.open import hidden  # imported when serving: --help need not pay for it
 
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     strict = " (strict)" if settings.strict else ""
@@ -408,7 +408,7 @@ def _reachable(settings: Settings) -> str | None:
     if settings.state == "memory":
         return None
     from mockserver.clock import SystemClock
-    from mockserver.state.open import hidden, open_state
+    from mockserver.state.open import open_state
 
     async def ping() -> None:
         state = open_state(settings.state, SystemClock(), store=settings.store or None)

@@ -12,7 +12,7 @@ import yaml
 
 from mockserver.cli import COMMAND_FLAGS
 from mockserver.config import Settings
-from mockserver.state.open import kind_of
+from mockserver.state.urls import kind_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "docs").glob("docker-compose*.yml"))
