@@ -185,7 +185,9 @@ class SqliteState:
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, timeout=0.0, check_same_thread=False)
         try:
-            db.execute("PRAGMA synchronous=NORMAL")
+            # Through _waiting: another process may be creating the file or switching it to WAL
+            # at this very moment (two servers started together), and that holds a lock.
+            self._waiting(db, lambda db: db.execute("PRAGMA synchronous=NORMAL"))
         except BaseException:
             db.close()
             raise
@@ -200,7 +202,8 @@ class SqliteState:
                 self._waiting(db, lambda db: db.execute("PRAGMA journal_mode=WAL").fetchall())
                 self._waiting(db, lambda db: db.executescript(_SCHEMA))
                 fast = self._connect()
-                fast.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on the worker thread
+                # checkpoints run on the worker thread
+                self._waiting(fast, lambda db: db.execute("PRAGMA wal_autocheckpoint=0"))
             except BaseException:
                 db.close()
                 raise

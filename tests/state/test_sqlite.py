@@ -179,3 +179,18 @@ async def test_the_records_in_the_same_file_outlive_the_state(opened: list[Sqlit
     assert got is not None
     with pytest.raises(StateUnavailable):
         await state.get("v")
+
+
+async def test_opening_a_file_another_process_is_setting_up_waits_for_it(
+    opened: list[SqliteState], tmp_path: Path
+) -> None:
+    """Two servers started together: one creates the file or switches it to WAL (an exclusive
+    lock) while the other opens it. Opening waits, as every other call does, instead of failing."""
+    path = tmp_path / "state.db"
+    setting_up = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    setting_up.execute("CREATE TABLE other (x)")
+    setting_up.execute("BEGIN EXCLUSIVE")  # a new file is not WAL yet: this shuts every reader out
+    threading.Timer(0.3, lambda: (setting_up.execute("COMMIT"), setting_up.close())).start()
+    state = _open(opened, path)
+    await state.ping()
+    assert await state.add("n") == 1
