@@ -63,6 +63,13 @@ class Settings(BaseSettings):
         "(then reference with --on-miss reference).",
     )
     model_threads: int = Field(2, ge=1, le=64, description="Threads running model compute.")
+    max_batch: int = Field(
+        64,
+        ge=0,
+        le=1024,
+        description="Rows (choices) the reference model advances in one batched step; more wait their turn "
+        "(0: each request decodes alone). Answers are the same bytes either way.",
+    )
     frozen_time: float | None = Field(
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
     )

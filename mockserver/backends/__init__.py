@@ -79,6 +79,7 @@ class ModelOptions:
 
     threads: int = 2
     max_positions: int = 8192  # the longest sequence it must read (rotary table size)
+    max_batch: int = 64  # rows in one batched decoding step (0: every request alone)
 
 
 @dataclass
@@ -114,7 +115,10 @@ class Parts:
                 raise ModelNotInstalled("This answer")
             from mockserver.backends.reference.backend import ReferenceBackend
 
-            self.model = ReferenceBackend(self.model_options.threads, max_positions=self.model_options.max_positions)
+            options = self.model_options
+            self.model = ReferenceBackend(
+                options.threads, max_positions=options.max_positions, max_batch=options.max_batch
+            )
         return self.model
 
 

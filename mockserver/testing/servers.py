@@ -175,9 +175,11 @@ class Servers:
 
         windows = settings.model_windows()
         longest = max([settings.context_window, MAX_INPUT_TOKENS, *windows.values()])
-        key = json.dumps([settings.model_threads, longest])
+        key = json.dumps([settings.model_threads, longest, settings.max_batch])
         if key not in self._backends:
-            self._backends[key] = LazyBackend(ReferenceBackend(settings.model_threads, max_positions=longest))
+            self._backends[key] = LazyBackend(
+                ReferenceBackend(settings.model_threads, max_positions=longest, max_batch=settings.max_batch)
+            )
         return self._backends[key]
 
     def close(self) -> None:

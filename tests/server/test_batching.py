@@ -265,3 +265,11 @@ async def test_a_failing_step_ends_the_requests_in_the_batch_and_the_next_ones_a
         assert isinstance(events[-1], Usage) and events[-1].completion_tokens == 4
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("max_batch", [0, 8])
+def test_the_max_batch_setting_reaches_the_model(max_batch: int) -> None:
+    app = create_app(Settings(max_batch=max_batch))
+    model = app.state.ctx.model
+    assert isinstance(model, ReferenceBackend)
+    assert model.max_batch == max_batch
