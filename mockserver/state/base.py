@@ -19,7 +19,7 @@ An engine that cannot be reached raises :class:`StateUnavailable`: a 503 the cli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,7 +28,7 @@ from mockserver.errors import APIError
 if TYPE_CHECKING:
     from mockserver.responses.store import Store
 
-__all__ = ["Draw", "Drawn", "State", "StateUnavailable", "refill"]
+__all__ = ["Draw", "Drawn", "State", "StateUnavailable", "charge", "refill"]
 
 
 class StateUnavailable(APIError):
@@ -79,6 +79,25 @@ TOLERANCE = 1e-5
 def refill(level: float, at: float, now: float, capacity: float, rate: float) -> float:
     """A bucket's level at ``now``, last seen at ``level`` at ``at`` (the one rule every engine applies)."""
     return min(capacity, level + max(0.0, now - at) * rate)
+
+
+def charge(draws: Sequence[Draw], seen: Mapping[str, tuple[float, float]], now: float) -> Drawn:
+    """What :meth:`State.draw` decides, given each bucket's last ``(level, at)`` (a bucket not in
+    ``seen`` is new: full). The engines that run Python (memory, SQLite) call this and store
+    ``(level, now)`` for each bucket; Redis runs the same arithmetic in Lua."""
+    levels = []
+    for d in draws:
+        level, at = seen.get(d.key, (d.capacity, now))
+        levels.append(refill(level, at, now, d.capacity, d.rate))
+    waits = [
+        0.0 if level + TOLERANCE >= d.amount else (d.amount - level) / d.rate
+        for d, level in zip(draws, levels, strict=True)
+    ]
+    wait = max(waits, default=0.0)
+    allowed = wait <= 0.0
+    if allowed:
+        levels = [level - d.amount for d, level in zip(draws, levels, strict=True)]
+    return Drawn(allowed, tuple(levels), wait, -1 if allowed else waits.index(wait))
 
 
 class State(Protocol):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from mockserver.clock import Clock
 from mockserver.responses.store import MemoryStore, Store
-from mockserver.state.base import TOLERANCE, Draw, Drawn, refill
+from mockserver.state.base import Draw, Drawn, charge
 
 __all__ = ["MemoryState"]
 
@@ -101,21 +101,10 @@ class MemoryState:
 
     async def draw(self, draws: Sequence[Draw], now: float) -> Drawn:
         with self._lock:
-            levels = []
-            for d in draws:
-                level, at = self._buckets.get(d.key, (d.capacity, now))
-                levels.append(refill(level, at, now, d.capacity, d.rate))
-            waits = [
-                0.0 if level + TOLERANCE >= d.amount else (d.amount - level) / d.rate
-                for d, level in zip(draws, levels, strict=True)
-            ]
-            wait = max(waits, default=0.0)
-            allowed = wait <= 0.0
-            if allowed:
-                levels = [level - d.amount for d, level in zip(draws, levels, strict=True)]
-            for d, level in zip(draws, levels, strict=True):
+            drawn = charge(draws, self._buckets, now)
+            for d, level in zip(draws, drawn.levels, strict=True):
                 self._buckets[d.key] = (level, now)
-            return Drawn(allowed, tuple(levels), wait, -1 if allowed else waits.index(wait))
+            return drawn
 
     async def forget(self, prefix: str) -> None:
         with self._lock:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from mockserver.state.base import TOLERANCE, Draw, Drawn, StateUnavailable, refill
+from mockserver.state.base import Draw, Drawn, StateUnavailable, charge
 
 if TYPE_CHECKING:
     from mockserver.responses.store import Store
@@ -451,29 +451,17 @@ class SqliteState:
         keys = list(dict.fromkeys(d.key for d in draws))
         select = "SELECT key, level, at FROM state_buckets WHERE key IN (" + ", ".join("?" * len(keys)) + ")"
 
-        def charge(db: sqlite3.Connection) -> Drawn:
+        def pay(db: sqlite3.Connection) -> Drawn:
             with _transaction(db):
                 seen = {key: (level, at) for key, level, at in db.execute(select, keys)} if keys else {}
-                # From here on exactly memory.py's arithmetic, so every engine decides alike.
-                levels = []
-                for d in draws:
-                    level, at = seen.get(d.key, (d.capacity, now))
-                    levels.append(refill(level, at, now, d.capacity, d.rate))
-                waits = [
-                    0.0 if level + TOLERANCE >= d.amount else (d.amount - level) / d.rate
-                    for d, level in zip(draws, levels, strict=True)
-                ]
-                wait = max(waits, default=0.0)
-                allowed = wait <= 0.0
-                if allowed:
-                    levels = [level - d.amount for d, level in zip(draws, levels, strict=True)]
+                drawn = charge(draws, seen, now)  # memory's very arithmetic: every engine decides alike
                 db.executemany(
                     "INSERT OR REPLACE INTO state_buckets (key, level, at) VALUES (?, ?, ?)",
-                    [(d.key, level, now) for d, level in zip(draws, levels, strict=True)],
+                    [(d.key, level, now) for d, level in zip(draws, drawn.levels, strict=True)],
                 )
-            return Drawn(allowed, tuple(levels), wait, -1 if allowed else waits.index(wait))
+            return drawn
 
-        return await self._run(charge)
+        return await self._run(pay)
 
     # ---- the rest -----------------------------------------------------------------------
 
