@@ -78,7 +78,10 @@ def test_two_workers_share_one_port_and_one_state(engine: str, request: pytest.F
         workers = [pid for pid in _children(node.proc.pid) if b"spawn" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(workers) == 2, workers
         counts = {_counted(httpx.get(node.url + "/metrics", trust_env=False).text) for _ in range(40)}
-        assert len(counts) == 2 and sum(counts) == total, counts
+        # Whichever worker a scrape reaches answered some requests but not all, so the other
+        # answered the rest. (Both may have answered exactly half: then every scrape reads 32.)
+        assert all(0 < count < total for count in counts), counts
+        assert len(counts) == 1 or (len(counts) == 2 and sum(counts) == total), counts
         # Ctrl-C: the workers stop, the command exits 130 without a traceback.
         assert node.stop(signal.SIGINT) == 130
         assert "Traceback" not in node.output(), node.output()

@@ -88,10 +88,10 @@ def _stops(backend: ReferenceBackend, before: int, most: int) -> None:
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/completions", {"model": "m", "prompt": "Tell a long story", "max_tokens": 3000, "n": 4, "ignore_eos": True}),
+        ("/completions", {"model": "m", "prompt": "Tell a long story", "max_tokens": 8000, "n": 4, "ignore_eos": True}),
         (
             "/chat/completions",
-            {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3000, "ignore_eos": True},
+            {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8000, "ignore_eos": True},
         ),
     ],
 )
@@ -103,8 +103,8 @@ def test_a_non_streamed_request_stops_when_its_client_leaves(live: Live, path: s
     assert isinstance(backend, ReferenceBackend)
     _quiet(backend)
     before = backend.steps
-    _abandon(live.base_url + path, {**body, "temperature": 1.0})
-    _stops(backend, before, 2000)
+    _abandon(live.base_url + path, {**body, "temperature": 1.0}, after=0.5)
+    _stops(backend, before, 6000)  # stopped early: far from the 8,000 steps of a whole answer
     entries = httpx.get(live.url + "/__mockserver/journal").json()["entries"]
     mine = [e for e in entries if e["path"] == "/v1" + path][-1]
     assert (mine["status"], mine["ended"]) == (499, "client_disconnect")
@@ -122,15 +122,15 @@ def test_a_foreground_response_stops_and_is_stored_cancelled_when_its_client_lea
     body = {
         "model": "m",
         "input": "Tell a long story",
-        "max_output_tokens": 3000,
+        "max_output_tokens": 8000,
         "temperature": 1.0,
         "ignore_eos": True,
     }
-    _abandon(live.base_url + "/responses", body)
-    _stops(backend, before, 2000)
+    _abandon(live.base_url + "/responses", body, after=0.5)
+    _stops(backend, before, 6000)  # stopped early: far from the 8,000 steps of a whole answer
     entries = httpx.get(live.url + "/__mockserver/journal").json()["entries"]
     mine = [e for e in entries if e["path"] == "/v1/responses"][-1]
     assert mine["ended"] == "client_disconnect"
     store = live.app.state.ctx.responses.store
-    ours = [e.record for e in store._entries.values() if e.record.response.get("max_output_tokens") == 3000]
+    ours = [e.record for e in store._entries.values() if e.record.response.get("max_output_tokens") == 8000]
     assert ours and ours[-1].response["status"] == "cancelled"
