@@ -32,13 +32,15 @@ class VirtualClock:
     Whoever waits for a moment of virtual time (a background response, queued or paced)
     :meth:`subscribe`\ s to hear each move, instead of polling: nothing else would wake it.
 
-    On a shared state the clock's truth is the state's ``clock:at`` (the admin API writes it):
+    On a shared state the clock's truth is the state's ``clock:ns``, the nanoseconds it moved
+    past ``origin`` (the admin API adds to it, atomically, so two processes' advances both count):
     each request's first look brings this copy there (:meth:`follow`), and ``on_listen`` —
     called when someone subscribes — lets the state follow it while anyone waits, since
     another process may move it (:meth:`mockserver.state.sync.Refresh.watch`).
     """
 
     def __init__(self, at: float) -> None:
+        self.origin = at  # where it started (a shared clock is kept as the time moved since)
         self._at = at
         self._listeners: list[Callable[[], None]] = []
         self.on_listen: Callable[[Callable[[], bool]], None] | None = None

@@ -33,7 +33,7 @@ from mockserver.http import headers as h
 from mockserver.http.auth import admin_problem
 from mockserver.http.body import parse_json
 from mockserver.http.sse import dumps
-from mockserver.state.sync import CLOCK_KEY
+from mockserver.state.sync import CLOCK_KEY, shared_time
 
 __all__ = ["routes"]
 
@@ -191,14 +191,19 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
         advance, at = data.get("advance"), data.get("set")
         if ctx.refresh is not None:
             await ctx.refresh.sync()  # a shared clock: advance from where the fleet's stands
-        if isinstance(advance, int | float) and not isinstance(advance, bool) and advance >= 0:
-            moved = ctx.clock.now() + float(advance)
-        elif isinstance(at, int | float) and not isinstance(at, bool):
-            moved = float(at)
-        else:
+        forward = isinstance(advance, int | float) and not isinstance(advance, bool) and advance >= 0
+        given = advance if forward else at
+        if not isinstance(given, int | float) or isinstance(given, bool):
             raise InvalidRequest('Send {"advance": seconds ≥ 0} or {"set": epoch seconds}.', param="advance")
-        if ctx.state.shared:
-            await ctx.state.put(CLOCK_KEY, repr(moved).encode())  # before the local move: waiters may read it
+        value = float(given)
+        if not ctx.state.shared:
+            moved = ctx.clock.now() + value if forward else value
+        elif forward:  # an atomic add: another process's advance at the same moment counts too
+            moved = shared_time(ctx.clock.origin, await ctx.state.add(CLOCK_KEY, round(value * 1e9)))
+        else:  # written before the local move: waiters elsewhere may read it
+            offset = round((value - ctx.clock.origin) * 1e9)
+            await ctx.state.put(CLOCK_KEY, str(offset).encode())
+            moved = shared_time(ctx.clock.origin, offset)
         ctx.clock.at = moved
     elif ctx.refresh is not None:
         await ctx.refresh.sync()

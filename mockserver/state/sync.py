@@ -28,12 +28,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mockserver.state.base import State, StateUnavailable
 from mockserver.state.memory import MemoryState
 
-__all__ = ["SCOPE_KEY", "Bridge", "Cached", "FirstLook", "Refresh", "Synced", "drive", "safe", "version_step"]
+__all__ = [
+    "SCOPE_KEY",
+    "Bridge",
+    "Cached",
+    "FirstLook",
+    "Refresh",
+    "Synced",
+    "drive",
+    "safe",
+    "shared_time",
+    "version_step",
+]
 
 T = TypeVar("T")
 
 SCOPE_KEY = "mockserver.synced"  # set once a request has paid its first look (an int: its journal id, or 0)
-CLOCK_KEY = "clock:at"
+# The shared virtual clock: nanoseconds it was moved past its start (--frozen-time, the same on
+# every process), a counter, so advances from two processes at once both count (an atomic add).
+CLOCK_KEY = "clock:ns"
 JOURNAL_IDS = "journal:ids"
 _POLL = 0.03  # seconds between looks at a shared virtual clock while someone waits on it
 
@@ -109,7 +122,14 @@ class Cached(Protocol):
 class Synced(Protocol):
     """A virtual clock that can be told where the shared clock stands (see :mod:`mockserver.clock`)."""
 
+    origin: float  # where it started: the shared clock is an offset from it
+
     def follow(self, at: float) -> None: ...
+
+
+def shared_time(origin: float, moved: bytes | int) -> float:
+    """The shared virtual clock's time: ``origin`` plus the nanoseconds it was moved (``CLOCK_KEY``)."""
+    return origin + int(moved) / 1e9
 
 
 class Refresh:
@@ -145,9 +165,9 @@ class Refresh:
             if version != book.version:
                 await book.reload(version)
         if self.clock is not None:
-            at = values[len(self.books)]
-            if at is not None:
-                self.clock.follow(float(at))
+            moved = values[len(self.books)]
+            if moved is not None:
+                self.clock.follow(shared_time(self.clock.origin, moved))
 
     async def sync(self) -> None:
         """The same look, for an admin read (nothing counted)."""
@@ -178,7 +198,7 @@ class Refresh:
             except StateUnavailable:
                 continue  # the engine is down: look again later
             if value is not None:
-                clock.follow(float(value))
+                clock.follow(shared_time(clock.origin, value))
 
     async def close(self) -> None:
         task = self._watching

@@ -318,6 +318,16 @@ async def test_the_clock_moved_on_a_moves_b_and_wakes_a_background_response_ther
     assert watching is None or watching.done()
 
 
+async def test_clock_advances_on_a_and_b_at_the_same_moment_all_count(fleet: Fleet) -> None:
+    a, b = await fleet(frozen_time=FROZEN)
+    await asyncio.gather(*(admin(a if n % 2 else b, "POST", "clock", {"advance": 1.5}) for n in range(40)))
+    assert (await admin(a, "GET", "clock"))["now"] == FROZEN + 60
+    assert (await admin(b, "GET", "clock"))["now"] == FROZEN + 60
+    assert (await admin(b, "POST", "clock", {"set": FROZEN + 7.25}))["now"] == FROZEN + 7.25
+    assert (await admin(a, "GET", "clock"))["now"] == FROZEN + 7.25
+    assert (await admin(a, "POST", "clock", {"advance": 0.75}))["now"] == FROZEN + 8
+
+
 async def test_an_image_url_answered_by_a_is_served_by_b(fleet: Fleet) -> None:
     a, b = await fleet()
     made = await a.post("/v1/images/generations", json={"prompt": "a lake", "response_format": "url"})
