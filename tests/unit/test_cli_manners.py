@@ -78,6 +78,14 @@ BAD = [
     pytest.param(["--port", "70000"], "--port", ["65535", "'70000'"], id="port-range"),
     pytest.param(["--seed", "seven"], "--seed", ["integer", "'seven'"], id="int"),
     pytest.param(["--port"], "--port", ["needs a value"], id="missing-value"),
+    pytest.param(
+        ["--state", "mysql://u:hunter2@db/0"],
+        "--state",
+        ["'mysql://u:***@db/0'", "'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB'"],
+        id="state",
+    ),
+    pytest.param(["--store", "foo"], "--store", ["'foo'", "'memory', 'sqlite:PATH'"], id="store"),
+    pytest.param(["--max-batch", "-1"], "--max-batch", ["greater than or equal to 0", "'-1'"], id="max-batch"),
 ]
 
 
@@ -92,6 +100,7 @@ def test_a_bad_value_is_one_line_naming_the_flag(
     assert err.startswith(f"mockserver: invalid {flag}: "), err
     for part in says:
         assert part in err, (part, err)
+    assert "hunter2" not in err  # a password in a state URL is never shown
 
 
 def test_an_unknown_command_is_one_line() -> None:
