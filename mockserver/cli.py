@@ -585,6 +585,8 @@ def _setting_error(error: ErrorDetails, flags: set[str]) -> str:
     name = str(error["loc"][0]) if error["loc"] else ""
     where = _flag(name) if name in flags or not name else f"{_flag(name)} (from MOCKSERVER_{name.upper()})"
     given = error.get("input")
+    if name in ("state", "store") and isinstance(given, str):
+        given = hidden(given)  # a password in the URL is never repeated back
     if error["type"] == "literal_error":
         problem = f"{given!r} is not a choice; choose from {', '.join(choices_of(name))}"
     elif error["type"] == "value_error":  # our validators' messages already name the value
