@@ -33,7 +33,7 @@ from typing import Any
 
 from mockserver.answers.script_rule import RuleError, ScriptExhausted, ScriptRule, Surface
 from mockserver.spine.request import Answer, GenerationRequest
-from mockserver.state.sync import Bridge, safe, version_step
+from mockserver.state.sync import Bridge, Cached, safe, version_step
 
 __all__ = ["RuleError", "Script", "ScriptExhausted", "ScriptRule", "Surface"]
 
@@ -73,7 +73,7 @@ class _Book:
         return own + self.globals if own else self.globals
 
 
-class Script:
+class Script(Cached):
     """The scripted rules and their per-session call counters, kept in the state (``bridge``):
     safe to change while requests run, and shared by every process on a shared state.
 
@@ -100,13 +100,6 @@ class Script:
 
     # -- the copy
 
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def stale(self) -> None:
-        self._version = -1  # no version the state gives: the next look reads the rules again
-
     def _rebuild(self) -> None:
         self._book = _Book.of([*self._pinned, *self._shared.values()])
 
@@ -122,14 +115,6 @@ class Script:
             self._shared = rules
             self._version = version
             self._rebuild()
-
-    async def refresh(self) -> None:
-        """Bring the copy up to date (an admin read on a shared state: one look at the version)."""
-        if self.state.shared:
-            value = await self.state.get(VERSION)
-            version = int(value) if value is not None else 0
-            if version != self._version:
-                await self.reload(version)
 
     async def _changed(self, written: Iterable[ScriptRule] = (), gone: Iterable[int] = ()) -> None:
         """After a write: bump the version; a shared state is read again, memory's copy is ours."""

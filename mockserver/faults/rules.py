@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mockserver.faults.catalogue import Fault, FaultError, parse
-from mockserver.state.sync import Bridge, safe, version_step
+from mockserver.state.sync import Bridge, Cached, safe, version_step
 
 __all__ = ["RequestInfo", "Rule", "RuleBook", "RuleFieldError"]
 
@@ -142,7 +142,7 @@ class Rule:
         )
 
 
-class RuleBook:
+class RuleBook(Cached):
     """The live rules and their call counters, kept in the state (``bridge``): safe to change
     while requests run, and every process's on a shared state.
 
@@ -162,13 +162,6 @@ class RuleBook:
         self._version = 0
         self._lock = threading.Lock()
 
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def stale(self) -> None:
-        self._version = -1  # no version the state gives: the next look reads the rules again
-
     async def reload(self, version: int) -> None:
         """Read the shared rules again (their version moved to ``version``)."""
         found = await self.state.map_all(RULES)
@@ -176,13 +169,6 @@ class RuleBook:
         with self._lock:
             self._rules = tuple(rules)
             self._version = version
-
-    async def refresh(self) -> None:
-        if self.state.shared:
-            value = await self.state.get(VERSION)
-            version = int(value) if value is not None else 0
-            if version != self._version:
-                await self.reload(version)
 
     async def _changed(self, written: Rule | None = None, gone: frozenset[int] = frozenset()) -> None:
         version = await self.state.add(VERSION, version_step())

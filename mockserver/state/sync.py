@@ -104,19 +104,33 @@ class Bridge:
         )
 
 
-class Cached(Protocol):
-    """A rule book whose local copy follows a version counter in the state."""
+class Cached:
+    """A rule book whose local copy follows a version counter in the state: ``version_key``
+    counts its writes, :meth:`reload` (the subclass's) reads the rules again. A subclass sets
+    ``state`` and keeps ``_version`` as the version its copy reflects."""
 
     version_key: str
+    state: State
+    _version: int = 0
 
-    async def reload(self, version: int) -> None: ...
+    @property
+    def version(self) -> int:
+        return self._version
 
     def stale(self) -> None:
         """Read the rules again at the next look, whatever the version says."""
-        ...
+        self._version = -1  # no version the state gives
 
-    @property
-    def version(self) -> int: ...
+    async def reload(self, version: int) -> None:
+        raise NotImplementedError
+
+    async def refresh(self) -> None:
+        """Bring the copy up to date (an admin read on a shared state: one look at the version)."""
+        if self.state.shared:
+            value = await self.state.get(self.version_key)
+            version = int(value) if value is not None else 0
+            if version != self._version:
+                await self.reload(version)
 
 
 class Synced(Protocol):
