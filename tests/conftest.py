@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+# httpcore2 before any test runs: pytester's in-process runs (tests/plugin) put sys.modules back
+# as they found it afterwards, and httpx2 imports httpcore2 lazily, caching its exception classes
+# on first use. Imported first inside such a run, httpcore2 would be dropped after it and imported
+# anew, and httpx2 would no longer recognise the new module's errors: a reset connection would
+# reach the SDK as a raw httpcore2.ReadError instead of openai.APIConnectionError.
+import httpcore2  # noqa: F401
 import openai
 import pytest
 import pytest_asyncio
