@@ -9,6 +9,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH := 2.13.0
+# What the package's install builds: a change to the C kernel or its build means a reinstall.
+BUILD := pyproject.toml setup.py scripts/install_torch.py $(wildcard mockserver/gpt/kernels/native*.[ch])
 SERVE_STAMP := $(VENV)/.installed-serve
 TEST_STAMP := $(VENV)/.installed-test
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
@@ -20,12 +22,12 @@ PORT ?= 4010
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(SERVE_STAMP): pyproject.toml scripts/install_torch.py | $(BIN)/python
+$(SERVE_STAMP): $(BUILD) | $(BIN)/python
 	$(BIN)/python scripts/install_torch.py $(TORCH)
 	$(PIP) -e '.[model]'
 	touch $@
 
-$(TEST_STAMP): pyproject.toml scripts/install_torch.py | $(BIN)/python
+$(TEST_STAMP): $(BUILD) | $(BIN)/python
 	$(BIN)/python scripts/install_torch.py $(TORCH)
 	$(PIP) -e '.[model,test,train,dev]'
 	touch $@

@@ -2,7 +2,7 @@
 
 Times the reference model without any HTTP: one decoding step, a 50-token prefill, the
 sampler, and a whole 16-token generation (prefill + 16 × (pick + step)), which is the floor
-under the served 16-token figure. One torch thread, as the server's model pool uses.
+under the served 16-token figure, with the kernel the server would choose (``--kernel``).
 Prints one JSON object.
 """
 
@@ -35,38 +35,45 @@ def _time(fn: Callable[[], object], reps: int, budget: float) -> list[float]:
     return samples
 
 
-def measure(assets: Path, reps: int, budget: float) -> dict[str, Any]:
-    import torch
-
+def measure(assets: Path, reps: int, budget: float, kernel: str = "auto") -> dict[str, Any]:
     from mockserver.backends.reference import sampling
+    from mockserver.gpt import kernels
+    from mockserver.gpt.decoder import Decoder, Slots
     from mockserver.gpt.model import load_model
 
-    torch.set_num_threads(1)  # as the server's model pool does
     start = time.perf_counter()
     model = load_model(assets)
+    decoder = Decoder.of(model, kernels.load(kernel))
     load_s = time.perf_counter() - start
     cfg = model.cfg
+    exp = decoder.kernel.exp
     # Ordinary (non-special) token ids; their values do not change the cost.
     prompt = [3 + (i * 37) % (cfg.vocab_size - 3) for i in range(50)]
-    logits, cache = model.prefill(prompt)
-    _, full = model.prefill([3 + (i * 53) % (cfg.vocab_size - 3) for i in range(cfg.window - 1)])
+    logits, at_50 = decoder.prefill(prompt)
+    _, full = decoder.prefill([3 + (i * 53) % (cfg.vocab_size - 3) for i in range(cfg.window - 1)])
     rng = random.Random(0)
     row = logits[-1]
 
+    def step(slots: Slots) -> None:  # one token, then back: every call steps the same length
+        decoder.step(slots, [(0, prompt[-1])])
+        slots.end[0] -= 1
+        slots.position[0] -= 1
+        slots.start[0] = max(0, slots.end[0] - slots.keep)
+
     def generate_16() -> None:
-        scores, state = model.prefill(prompt)
+        scores, state = decoder.prefill(prompt)
         vector = scores[-1]
         for _ in range(16):
-            token = sampling.pick(vector, 1.0, 0, 1.0, rng)
-            vector, state = model.step(token, state)
+            token = sampling.pick(vector, 1.0, 0, 1.0, rng, exp)
+            vector = decoder.step(state, [(0, token)])[0]
 
     figures = {
-        "prefill_50": _time(lambda: model.prefill(prompt), reps, budget),
-        "step_at_50": _time(lambda: model.step(prompt[-1], cache), reps, budget),
-        f"step_at_{cfg.window - 1}": _time(lambda: model.step(prompt[-1], full), reps, budget),
-        "pick_greedy": _time(lambda: sampling.pick(row, 0.0, 0, 1.0, rng), reps, budget),
-        "pick_t1": _time(lambda: sampling.pick(row, 1.0, 0, 1.0, rng), reps, budget),
-        "pick_t1_top_p": _time(lambda: sampling.pick(row, 1.0, 0, 0.9, rng), reps, budget),
+        "prefill_50": _time(lambda: decoder.prefill(prompt), reps, budget),
+        "step_at_50": _time(lambda: step(at_50), reps, budget),
+        f"step_at_{cfg.window - 1}": _time(lambda: step(full), reps, budget),
+        "pick_greedy": _time(lambda: sampling.pick(row, 0.0, 0, 1.0, rng, exp), reps, budget),
+        "pick_t1": _time(lambda: sampling.pick(row, 1.0, 0, 1.0, rng, exp), reps, budget),
+        "pick_t1_top_p": _time(lambda: sampling.pick(row, 1.0, 0, 0.9, rng, exp), reps, budget),
         "generate_16_after_50": _time(generate_16, max(1, reps // 10), budget),
     }
     return {
@@ -79,8 +86,7 @@ def measure(assets: Path, reps: int, budget: float) -> dict[str, Any]:
             "window": cfg.window,
         },
         "parameters": sum(p.numel() for p in model.parameters()),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
+        "kernel": decoder.kernel.name,
         "load_s": load_s,
         "ms": {name: summarize(samples) for name, samples in figures.items()},
     }
@@ -91,12 +97,13 @@ def main() -> int:
     parser.add_argument("--assets", type=Path, default=None, help="weights directory (default: the shipped ones)")
     parser.add_argument("--reps", type=int, default=500)
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per figure, at most")
+    parser.add_argument("--kernel", default="auto", help="which kernel computes (mockserver serve --kernel)")
     args = parser.parse_args()
     if args.assets is None:
         from mockserver.gpt.tokenizer import ASSETS
 
         args.assets = ASSETS
-    print(json.dumps(measure(args.assets, args.reps, args.budget)), flush=True)
+    print(json.dumps(measure(args.assets, args.reps, args.budget, args.kernel)), flush=True)
     return 0
 
 

@@ -119,12 +119,16 @@ def post_json(port: int, path: str, body: object, timeout: float = 60.0) -> tupl
     return status, data if isinstance(data, dict) else {}
 
 
-def spawn(name: str, argv: Sequence[str]) -> Server:
-    """Start a child in the repository root with its output in a temporary log file."""
+def spawn(name: str, argv: Sequence[str], root: Path = ROOT) -> Server:
+    """Start a child in ``root`` (the repository, or a checkout of another commit: its own
+    ``mockserver`` package comes first on the path) with its output in a temporary log file."""
     log = Path(tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")[1])
     port = int(argv[argv.index("--port") + 1])
+    env = dict(os.environ)
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
     return Server(name, proc, port, log)
 
 
@@ -158,9 +162,9 @@ def stop(server: Server) -> None:
 
 
 @contextmanager
-def running(name: str, argv: Sequence[str], timeout: float = 60.0) -> Iterator[Server]:
+def running(name: str, argv: Sequence[str], timeout: float = 60.0, root: Path = ROOT) -> Iterator[Server]:
     """A started server, ready on /health, stopped on exit whatever happens."""
-    server = spawn(name, argv)
+    server = spawn(name, argv, root)
     try:
         wait_ready(server, timeout)
         yield server

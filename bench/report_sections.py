@@ -130,7 +130,7 @@ def _streams(section: dict[str, Any]) -> list[str]:
 
 
 def _model_only(section: dict[str, Any]) -> list[str]:
-    out = ["### Model only (no HTTP), one torch thread", "", *error(section)]
+    out = [f"### Model only (no HTTP), the {section.get('kernel', 'default')} kernel", "", *error(section)]
     if "ms" not in section:
         return out
     cfg = section["config"]

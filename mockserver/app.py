@@ -172,7 +172,7 @@ def create_app(
     parts = Parts(
         script=script,
         replay_order=chaos.replay,
-        model_options=ModelOptions(settings.model_threads, longest, settings.max_batch),
+        model_options=ModelOptions(settings.model_threads, longest, settings.max_batch, settings.kernel),
         cassettes=_cassettes(settings),
         model=backend,
     )

@@ -158,7 +158,7 @@ class Parser(argparse.ArgumentParser):
 # How `serve --help` groups the flags, by topic. Presentation only: the flags themselves come
 # from Settings, and a field missing here still gets its flag, under "other options".
 GROUPS: dict[str, tuple[str, ...]] = {
-    "server": ("host", "port", "workers", "state", "log_level", "api_keys", "model_threads", "max_batch"),
+    "server": ("host", "port", "workers", "state", "log_level", "api_keys", "model_threads", "max_batch", "kernel"),
     "models and profiles": (
         "profile",
         "strict",

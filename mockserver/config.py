@@ -70,6 +70,11 @@ class Settings(BaseSettings):
         description="Rows (choices) the reference model advances in one batched step; more wait their turn "
         "(0: each request decodes alone). Answers are the same bytes either way.",
     )
+    kernel: Literal["auto", "numpy", "native", "native-avx512", "native-avx2", "native-base"] = Field(
+        "auto",
+        description="What computes the reference model: the C kernel built with the package (auto, when it "
+        "passes its check at start), or its NumPy definition. Every choice gives the same bytes on every machine.",
+    )
     frozen_time: float | None = Field(
         None, description="Fixed 'created' timestamp (seconds), for byte-identical answers."
     )

@@ -24,9 +24,12 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from mockserver.gpt import kernels
+from mockserver.gpt.decoder import Decoder
+from mockserver.gpt.model import GPT, GPTConfig, load_model, save_model
+from mockserver.gpt.tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
+
 from .corpus import Chat, CorpusWriter, Document, training_text
-from .model import GPT, GPTConfig, load_model, save_model
-from .tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
 
 SEED = 1234
 DOCS = 90_000  # ≈ 6M tokens, more than training reads: windows are (nearly) all fresh text
@@ -150,29 +153,37 @@ def validation_loss(model: GPT, tokens: torch.Tensor, starts: torch.Tensor, gen:
 
 
 def sample(
-    model: GPT, prompt: list[int], stops: set[int], limit: int, gen: torch.Generator, temperature: float, top_p: float
+    decoder: Decoder,
+    prompt: list[int],
+    stops: set[int],
+    limit: int,
+    gen: torch.Generator,
+    temperature: float,
+    top_p: float,
 ) -> list[int]:
-    """Tokens after ``prompt`` until a stop token (included) or ``limit`` tokens."""
-    logits, cache = model.prefill(prompt)
-    logits = logits[-1]
+    """Tokens after ``prompt`` until a stop token (included) or ``limit`` tokens, decoded as the
+    server decodes (the model's kernel), sampled here with torch."""
+    logits, slots = decoder.prefill(prompt)
+    row = torch.from_numpy(logits[-1])
     out: list[int] = []
     while len(out) < limit:
-        probs, order = torch.softmax(logits / temperature, -1).sort(descending=True)
+        probs, order = torch.softmax(row / temperature, -1).sort(descending=True)
         probs[(probs.cumsum(0) - probs) >= top_p] = 0.0  # nucleus: keep the head reaching top_p
         token = int(order[torch.multinomial(probs, 1, generator=gen)])
         out.append(token)
         if token in stops:
             break
-        logits, cache = model.step(token, cache)
+        row = torch.from_numpy(decoder.step(slots, [(0, token)])[0])
     return out
 
 
 def evaluate(model: GPT, tok: Tokenizer, gen: torch.Generator) -> None:
     """Sample every eval prompt at temperature 1.0, top-p 0.95; print lengths and samples."""
+    decoder = Decoder.of(model, kernels.load())
     lengths, ended = [], 0
     for i, prompt in enumerate(EVAL_PROMPTS):
         messages = ([("system", "You are a helpful assistant.")] if i % 3 == 0 else []) + [("user", prompt)]
-        reply = sample(model, tok.render_chat(messages), {tok.im_end_id}, 200, gen, 1.0, 0.95)
+        reply = sample(decoder, tok.render_chat(messages), {tok.im_end_id}, 200, gen, 1.0, 0.95)
         ended += reply[-1] == tok.im_end_id
         lengths.append(len(reply))
         if i < 3:
@@ -180,7 +191,7 @@ def evaluate(model: GPT, tok: Tokenizer, gen: torch.Generator) -> None:
     print(f"chat: median reply {statistics.median(lengths)} tokens, {ended}/{len(lengths)} end with <|im_end|>")
     lengths, ended = [], 0
     for i, prompt in enumerate(COMPLETION_PROMPTS):
-        out = sample(model, tok.encode(prompt), {tok.eos_id}, 300, gen, 0.8, 1.0)
+        out = sample(decoder, tok.encode(prompt), {tok.eos_id}, 300, gen, 0.8, 1.0)
         ended += out[-1] == tok.eos_id
         lengths.append(len(out))
         if i < 2:

@@ -80,6 +80,7 @@ class ModelOptions:
     threads: int = 2
     max_positions: int = 8192  # the longest sequence it must read (rotary table size)
     max_batch: int = 64  # rows in one batched decoding step (0: every request alone)
+    kernel: str = "auto"  # what computes it (mockserver.gpt.kernels.load)
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Parts:
 
             options = self.model_options
             self.model = ReferenceBackend(
-                options.threads, max_positions=options.max_positions, max_batch=options.max_batch
+                options.threads, max_positions=options.max_positions, max_batch=options.max_batch, kernel=options.kernel
             )
         return self.model
 

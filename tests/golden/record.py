@@ -40,7 +40,7 @@ KEPT = (
 )
 
 
-def settings(server: str, workdir: Path) -> Settings:
+def settings(server: str, workdir: Path, kernel: str = "auto") -> Settings:
     fields = dict(SERVERS[server])
     if "cassettes" in fields:  # a copy: a test must not write into the shipped cassettes
         copy = workdir / f"cassettes-{server}"
@@ -48,7 +48,7 @@ def settings(server: str, workdir: Path) -> Settings:
         fields["cassettes"] = str(copy)
     if "rules" in fields:
         fields["rules"] = str(ROOT / fields["rules"])
-    return Settings(frozen_time=FROZEN, **fields)
+    return Settings(frozen_time=FROZEN, kernel=kernel, **fields)
 
 
 def _answer(status: int, headers: httpx.Headers, body: bytes, full: bool) -> dict[str, Any]:
@@ -88,15 +88,15 @@ def _poll(client: httpx.Client, response_id: str, full: bool) -> dict[str, Any]:
         time.sleep(0.02)
 
 
-def run(full: bool = False, only: str | None = None) -> dict[str, dict[str, Any]]:
-    """Every case's answer, by server then case id."""
+def run(full: bool = False, only: str | None = None, kernel: str = "auto") -> dict[str, dict[str, Any]]:
+    """Every case's answer, by server then case id, the model computed by ``kernel``."""
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for server, group in cases().items():
             if only is not None and server != only:
                 continue
             with (
-                serve_in_thread(create_app(settings(server, Path(tmp)))) as live,
+                serve_in_thread(create_app(settings(server, Path(tmp), kernel))) as live,
                 httpx.Client(base_url=live.url, timeout=60) as client,
             ):
                 out[server] = {case.id: ask(client, case, full) for case in group}

@@ -204,13 +204,13 @@ async def test_a_client_that_leaves_frees_its_rows_at_the_next_turn() -> None:
                 await anext(stream)
         scheduler = backend._scheduler
         assert scheduler is not None
-        assert scheduler.cache.in_use() == 5  # both requests' choices hold a row
+        assert scheduler.slots.in_use() == 5  # both requests' choices hold a row
         await aclose(leaving)  # what the server does when a client hangs up
-        assert _settled(scheduler, lambda: scheduler.cache.in_use() == 2)
+        assert _settled(scheduler, lambda: scheduler.slots.in_use() == 2)
         assert len(scheduler._active) == 1
         await anext(staying)  # the other request goes on
         await aclose(staying)
-        assert _settled(scheduler, lambda: scheduler.cache.in_use() == 0 and not scheduler._active)
+        assert _settled(scheduler, lambda: scheduler.slots.in_use() == 0 and not scheduler._active)
     finally:
         backend.close()
 
@@ -260,7 +260,7 @@ async def test_a_failing_step_ends_the_requests_in_the_batch_and_the_next_ones_a
         with pytest.raises(RuntimeError, match="the step failed"):
             [e async for e in backend.generate(_request(max_tokens=4))]
         scheduler._compute = compute  # type: ignore[method-assign]
-        assert scheduler.cache.in_use() == 0 and not scheduler._active
+        assert scheduler.slots.in_use() == 0 and not scheduler._active
         events = [e async for e in backend.generate(_request(max_tokens=4))]
         assert isinstance(events[-1], Usage) and events[-1].completion_tokens == 4
     finally:

@@ -1,4 +1,4 @@
-"""The reference backend: answers every generation with the tiny torch model.
+"""The reference backend: answers every generation with the tiny model.
 
 Model compute never runs on the event loop. Each request becomes a
 :class:`~mockserver.backends.reference.decoding.Decoding` whose
@@ -14,11 +14,11 @@ as it can: it keeps stepping while nobody else waits for the pool (up to
 That is the *single-row* path (``max_batch=0``). By default (``max_batch`` > 0) decoding is
 batched instead: every request joins one :class:`~mockserver.backends.reference.scheduler.Scheduler`,
 whose thread advances all live choices of all requests in one batched model step per turn
-(continuous batching). Its batched step is built from batch-invariant operations only, so a
+(continuous batching). The kernel computes each row of a step as it computes it alone, so a
 row's numbers are bit-identical to the single-row path's whatever else shares the step: an
 answer never depends on what else is running (``docs/reference-model.md``, "Batching"). The
-pool still loads the model and computes embeddings. Torch runs one intra-op thread per model
-thread: for a model this small, op-level threading costs more than it gives.
+pool still loads the model, prefills prompts and computes embeddings. The kernel releases the
+interpreter lock while it computes, so the pool's work and the batch's run beside the event loop.
 """
 
 from __future__ import annotations
@@ -59,7 +59,12 @@ class ReferenceBackend:
     the rows of the batched decoding step (0: every request decodes alone, on the pool)."""
 
     def __init__(
-        self, threads: int = 2, assets: Path | None = None, max_positions: int = 8192, max_batch: int = MAX_BATCH
+        self,
+        threads: int = 2,
+        assets: Path | None = None,
+        max_positions: int = 8192,
+        max_batch: int = MAX_BATCH,
+        kernel: str = "auto",
     ) -> None:
         from mockserver.gpt.tokenizer import ASSETS
 
@@ -75,6 +80,7 @@ class ReferenceBackend:
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="mockserver-model")
         self._assets = assets
         self._max_positions = max_positions
+        self._kernel = kernel
         self._lock = threading.Lock()
         self._queued = 0  # tasks submitted to the pool and not yet started
         self._loading: Future[Runtime] | None = None
@@ -87,7 +93,7 @@ class ReferenceBackend:
         """Start loading the model in the pool (idempotent); requests wait for it."""
         with self._lock:
             if self._loading is None:
-                self._loading = self._pool.submit(Runtime, self._assets, self._max_positions)
+                self._loading = self._pool.submit(Runtime, self._assets, self._max_positions, self._kernel)
             return self._loading
 
     def close(self) -> None:
@@ -222,7 +228,7 @@ class ReferenceBackend:
 
         runtime = await asyncio.wrap_future(self.warm_up())
         if self._pooler is None:
-            self._pooler = Pooler(runtime.model)  # cheap: it computes what it needs in the pool
+            self._pooler = Pooler(runtime.decoder)  # cheap: it computes what it needs in the pool
         pooler = self._pooler
 
         def compute(part: list[list[int]]) -> list[list[float]]:

@@ -37,11 +37,14 @@ from mockserver.spine.seeding import choice_seed
 from mockserver.spine.stopping import TextAssembler
 
 if TYPE_CHECKING:
-    from torch import Tensor
+    import numpy as np
+    import numpy.typing as npt
 
     from mockserver.backends.reference.runtime import Runtime
     from mockserver.backends.reference.sampling import Sampler
-    from mockserver.gpt.model import KVCache
+    from mockserver.gpt.decoder import Slots
+
+    Logits = npt.NDArray[np.float32]
 
 __all__ = ["SLICE_ALONE", "SLICE_SHARED", "Alone", "Choice", "Decoding", "Stepper"]
 
@@ -54,15 +57,15 @@ class Choice:
     index: int
     sampler: Sampler
     assembler: TextAssembler
-    logits: Tensor  # [V] scores for the next token
-    cache: KVCache | None  # None once the batch scheduler holds its keys (in ``slot``)
+    logits: Logits  # [V] scores for the next token
+    slots: Slots  # where its keys are: the request's own, or the batch scheduler's
+    slot: int | None  # its slot there; None once it is done and the slot is freed
     budget: int  # tokens it may still sample
     done: bool = False
     thinking: bool = False  # a reasoning model, still thinking (its text goes out as Reasoning)
     thought: int = 0  # reasoning tokens sampled
     recital: Recital | None = None  # a decided answer, played instead of sampling
-    scores: Tensor | None = None  # [len(recital.ids), V] log-probabilities of that answer's tokens
-    slot: int | None = None  # its row in the batch scheduler's key cache, while it has one
+    scores: Logits | None = None  # [len(recital.ids), V] log-probabilities of that answer's tokens
 
     reasoning_decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -87,15 +90,15 @@ class Alone:
     """The single-row :class:`Stepper`: each choice through the model by itself, at once."""
 
     def __init__(self, runtime: Runtime) -> None:
-        self.model = runtime.model
+        self.decoder = runtime.decoder
 
     def step(self, choice: Choice, token_id: int) -> None:
-        assert choice.cache is not None
-        choice.logits, choice.cache = self.model.step(token_id, choice.cache)
+        assert choice.slot is not None
+        choice.logits = self.decoder.step(choice.slots, [(choice.slot, token_id)])[0]
 
     def feed(self, choice: Choice, ids: list[int]) -> None:
-        assert choice.cache is not None
-        choice.logits, choice.cache = self.model.feed(ids, choice.cache)
+        assert choice.slot is not None
+        choice.logits = self.decoder.extend(choice.slots, choice.slot, ids)[0]
 
 
 class Decoding:
@@ -120,10 +123,15 @@ class Decoding:
         prepared = prompts.prepare(request, tok)  # every prompt checked before any compute
         self.prompt_tokens = sum(p.size for p in prepared)
         score = (params.echo and params.logprobs is not None) or params.prompt_logprobs is not None
+        decoder = runtime.decoder
+        self.kernel = decoder.kernel
+        # Every choice of every prompt gets a slot of its own, the prompt's keys copied in.
+        slots = decoder.slots(len(prepared) * request.n)
         for p, (ids, size, budget) in enumerate((q.ids, q.size, q.budget) for q in prepared):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
-            logits, cache = runtime.model.prefill(ids or [tok.eos_id], all_logits=score)
-            scores = sampling.log_probs(logits) if score else None
+            prompt_slot = slots.take()
+            logits = decoder.extend(slots, prompt_slot, ids or [tok.eos_id], all_logits=score)
+            scores = self.kernel.log_softmax(logits) if score else None
             echo = self._echo(ids, scores) if params.echo else None
             scored = self._prompt_logprobs(ids, scores) if params.prompt_logprobs is not None else None
             for j in range(request.n):
@@ -141,10 +149,12 @@ class Decoding:
                         tok.vocab_size,
                         prompt_ids=ids,
                         end_ids=ends | self.stop_ids,
+                        exp=self.kernel.exp,
                     ),
                     assembler=TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0),
                     logits=logits[-1],
-                    cache=cache.fork(),
+                    slots=slots,
+                    slot=prompt_slot if j == 0 else slots.copy(slots, prompt_slot),
                     budget=budget,
                     thinking=request.think > 0 and request.endpoint == "chat" and not request.answers,
                 )
@@ -171,15 +181,16 @@ class Decoding:
             choice.index, answer, tok.encode, tok.token_bytes, choice.assembler, params.logprobs is not None
         )
         if params.logprobs is not None and recital.ids:
-            import torch
+            import numpy as np
 
-            assert choice.cache is not None  # scored while the request opens, before any step
+            assert choice.slot is not None  # scored while the request opens, before any step
+            rows = choice.logits[None]
+            if len(recital.ids) > 1:
+                after = self.runtime.decoder.score(choice.slots, choice.slot, recital.ids[:-1])
+                rows = np.concatenate((rows, after))
+            choice.scores = self.kernel.log_softmax(rows)
 
-            after = self.runtime.model.score(recital.ids[:-1], choice.cache) if len(recital.ids) > 1 else None
-            rows = choice.logits.unsqueeze(0) if after is None else torch.cat((choice.logits.unsqueeze(0), after))
-            choice.scores = self._sampling.log_probs(rows)
-
-    def _echo(self, ids: list[int], scores: Tensor | None) -> TextDelta:
+    def _echo(self, ids: list[int], scores: Logits | None) -> TextDelta:
         """The prompt as completions' ``echo`` returns it, scored when logprobs are asked."""
         with_scores = scores is not None and self.request.sampling.logprobs is not None
 
@@ -190,7 +201,7 @@ class Decoding:
 
         return prompts.echo(ids, self.runtime.tokenizer, make, with_scores)
 
-    def _prompt_logprobs(self, ids: list[int], scores: Tensor | None) -> tuple[PromptPosition | None, ...]:
+    def _prompt_logprobs(self, ids: list[int], scores: Logits | None) -> tuple[PromptPosition | None, ...]:
         """vLLM's ``prompt_logprobs``: each prompt token's score, rank and top alternatives."""
         assert scores is not None
         tok = self.runtime.tokenizer
@@ -220,7 +231,7 @@ class Decoding:
 
     # ---- one step -------------------------------------------------------------------------
 
-    def _token_maker(self, token_id: int, scores: Tensor | None) -> Callable[[str], Token]:
+    def _token_maker(self, token_id: int, scores: Logits | None) -> Callable[[str], Token]:
         tok = self.runtime.tokenizer
         logprobs = self.request.sampling.logprobs
         if scores is None:
@@ -268,7 +279,7 @@ class Decoding:
                 choice.sampler.observe(token_id)
                 if choice.sampler.sampled == params.min_tokens:
                     choice.assembler.arm()
-                scores = self._sampling.log_probs(choice.logits) if params.logprobs is not None else None
+                scores = self.kernel.log_softmax(choice.logits) if params.logprobs is not None else None
                 make = self._token_maker(token_id, scores)
                 released = choice.assembler.push(self.runtime.tokenizer.token_bytes(token_id), make)
                 if choice.assembler.stopped:

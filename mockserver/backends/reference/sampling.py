@@ -15,8 +15,12 @@ run):
 
 Temperature 0 is greedy over the processed logits and draws nothing. Sampling is an
 inverse-CDF lookup with a uniform number from the choice's own ``random.Random`` — never a
-global RNG, and far cheaper here than ``torch.multinomial`` (~140 µs per call on these CPUs).
-With no processor beyond temperature/top-k/top-p set, none of the above costs anything.
+global RNG. With no processor beyond temperature/top-k/top-p set, none of the above costs anything.
+
+Everything here is NumPy on float32 with orders that are the same on every machine, so a
+seed draws the same token everywhere: ``exp`` is the kernel's (:mod:`mockserver.gpt.kernels`:
+NumPy's own may use another algorithm per CPU), running sums are cumulative sums (sequential
+by definition), and the best tokens are chosen by value, ties going to the lower token id.
 
 Logprobs are *not* taken from the processed distribution: they are ``log_softmax`` of the raw
 logits, the model's own belief, as OpenAI reports them. So a token forced by ``logit_bias``
@@ -27,47 +31,83 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-from torch import Tensor
 
+from mockserver.gpt.kernels import spec
 from mockserver.spine.request import Sampling
 
-__all__ = ["MirostatState", "Sampler", "log_probs", "pick", "rank", "top_candidates"]
+__all__ = ["Exp", "MirostatState", "Sampler", "best", "pick", "rank", "top_candidates"]
 
 
-# How many of the most likely tokens to look at first for a nucleus (top-p): a partial topk
-# of 64 costs a fraction of sorting the vocabulary, and almost always holds the nucleus.
+# How many of the most likely tokens to look at first for a nucleus (top-p): a partial
+# selection of 64 costs a fraction of sorting the vocabulary, and almost always holds the nucleus.
 _NUCLEUS_GUESS = 64
 
 _F32 = np.ndarray[Any, np.dtype[np.float32]]
+_I64 = np.ndarray[Any, np.dtype[np.int64]]
+Exp = Callable[[_F32], _F32]  # the kernel's elementwise exp
 
 
-def pick(logits: Tensor, temperature: float, top_k: int, top_p: float, rng: random.Random) -> int:
+def best(values: _F32, k: int) -> _I64:
+    """Indices of the ``k`` largest values, largest first; equal values in index order."""
+    n = values.size
+    k = min(k, n)
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    if k < n:
+        kth = np.partition(values, n - k)[n - k]  # the k-th largest value
+        above = np.flatnonzero(values > kth)
+        chosen = np.concatenate((above, np.flatnonzero(values == kth)[: k - above.size]))
+    else:
+        chosen = np.arange(n)
+    order: _I64 = chosen[np.argsort(-values[chosen], kind="stable")]
+    return order
+
+
+def _draw(masses: _F32, rng: random.Random) -> int:
+    """Inverse CDF over (not necessarily normalised) masses: the first index whose
+    cumulative mass exceeds a uniform draw scaled to the total."""
+    cdf = np.cumsum(masses, dtype=np.float32)
+    index = int(np.searchsorted(cdf, rng.random() * float(cdf[-1]), side="right"))
+    return min(index, cdf.size - 1)
+
+
+def _masses(scores: _F32, temperature: float, exp: Exp) -> _F32:
+    """Unnormalised probabilities (the best token's is 1), safe with -inf entries."""
+    scaled = scores / np.float32(temperature) if temperature != 1.0 else scores
+    return exp(scaled - scaled.max())
+
+
+def pick(logits: _F32, temperature: float, top_k: int, top_p: float, rng: random.Random, exp: Exp = spec.exp) -> int:
     """The next token id from logits [V] with temperature, top-k and top-p only (the fast path:
-    any other processor, ``min_p`` included, goes through :class:`Sampler`'s NumPy step).
+    any other processor, ``min_p`` included, goes through :class:`Sampler`).
     ``temperature == 0`` is greedy and draws nothing."""
     if temperature == 0.0:
-        return int(logits.argmax())
-    scaled = logits / temperature if temperature != 1.0 else logits
-    probs = scaled.softmax(-1)
-    total = 1.0
-    vocab = probs.numel()
+        return int(np.argmax(logits))
+    return _pick(_masses(logits, temperature, exp), top_k, top_p, rng)
+
+
+def _pick(probs: _F32, top_k: int, top_p: float, rng: random.Random) -> int:
+    """Top-k, then top-p over the (renormalised) top-k, then a draw."""
+    vocab = probs.size
     if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
         return _draw(probs, rng)
     if 0 < top_k < vocab:
-        values, order = probs.topk(top_k)  # best first
-        total = float(values.sum())  # top-p then works on the renormalised top-k
+        order = best(probs, top_k)
+        total = float(np.cumsum(probs[order], dtype=np.float32)[-1])  # top-p works on the top-k
     else:
-        values, order = probs.topk(min(_NUCLEUS_GUESS, vocab))
-        if float(values.sum()) < top_p * total:  # the nucleus is wider than the guess
-            values, order = probs.topk(vocab)
+        total = float(np.cumsum(probs, dtype=np.float32)[-1])
+        order = best(probs, _NUCLEUS_GUESS)
+        if float(np.cumsum(probs[order], dtype=np.float32)[-1]) < top_p * total:  # wider than the guess
+            order = best(probs, vocab)
+    values = probs[order]
     if top_p < 1.0:
-        before = values.cumsum(-1) - values  # mass strictly above each token
+        before = np.cumsum(values, dtype=np.float32) - values  # mass strictly above each token
         keep = max(1, int((before < top_p * total).sum()))
-        values, order = values[:keep], order[:keep]
+        order, values = order[:keep], values[:keep]
     return int(order[_draw(values, rng)])
 
 
@@ -81,14 +121,6 @@ class MirostatState:
         self.surprise = 0.0  # the last observed surprise, in bits (for tests and benchmarks)
 
 
-def _draw(probs: Tensor, rng: random.Random) -> int:
-    """Inverse CDF over (not necessarily normalised) masses: the first index whose
-    cumulative mass exceeds a uniform draw scaled to the total."""
-    cdf = probs.cumsum(-1).numpy()
-    index = int(np.searchsorted(cdf, rng.random() * float(cdf[-1]), side="right"))
-    return min(index, cdf.size - 1)
-
-
 class Sampler:
     """One choice's picker: the request's processors, with the state they keep between steps.
 
@@ -97,9 +129,8 @@ class Sampler:
     :meth:`observe` with every sampled token.
 
     With no processor beyond temperature/top-k/top-p this is :func:`pick`. Otherwise the
-    whole step runs in NumPy on a zero-copy view of the logits: a torch call costs ~5-10 µs
-    here whatever its size, a NumPy call on 2,048 floats about 1 µs, and the penalties only
-    ever touch the few tokens already seen, so they are applied to those indices alone.
+    processors run on a copy of the logits; the penalties only ever touch the few tokens
+    already seen, so they are applied to those indices alone. ``exp`` is the kernel's.
     """
 
     def __init__(
@@ -109,9 +140,11 @@ class Sampler:
         vocab: int,
         prompt_ids: Iterable[int] = (),
         end_ids: Iterable[int] = (),
+        exp: Exp = spec.exp,
     ) -> None:
         self.params = params
         self.rng = rng
+        self.exp = exp
         self.sampled = 0
         self._plain = not params.processed
         self.mirostat = MirostatState(params.mirostat.target, params.mirostat.lr) if params.mirostat else None
@@ -124,21 +157,24 @@ class Sampler:
         self._counts: dict[int, int] = {}  # generated token → times (frequency / presence)
         self._seen: set[int] = set(prompt_ids) if params.repetition_penalty != 1.0 else set()
 
-    def pick(self, logits: Tensor) -> int:
+    def pick(self, logits: _F32) -> int:
         p = self.params
         if self._plain:
-            return pick(logits, p.temperature, p.top_k, p.top_p, self.rng)
+            return pick(logits, p.temperature, p.top_k, p.top_p, self.rng, self.exp)
         scores = self.process(logits)
         if p.temperature == 0.0:
-            return int(scores.argmax())
+            return int(np.argmax(scores))
+        probs = _masses(scores, p.temperature, self.exp)
         if self.mirostat is not None:
-            return _np_mirostat(scores, p.temperature, self.mirostat, self.rng)
-        return _np_pick(scores, p.temperature, p.top_k, p.top_p, p.min_p, self.rng)
+            return _mirostat(probs, self.mirostat, self.rng)
+        if p.min_p > 0.0:  # relative to the best token, whose mass is 1
+            probs = np.where(probs >= p.min_p, probs, np.float32(0.0))
+        return _pick(probs, p.top_k, p.top_p, self.rng)
 
-    def process(self, logits: Tensor) -> _F32:
+    def process(self, logits: _F32) -> _F32:
         """Steps 1-4 of the module docstring, as a new array; the input is untouched."""
         p = self.params
-        scores = logits.numpy().astype(np.float32, copy=True)
+        scores = np.array(logits, dtype=np.float32)
         if self._bias.size:
             scores[self._bias_ids] += self._bias
         if self._end.size and (p.ignore_eos or self.sampled < p.min_tokens):
@@ -165,75 +201,30 @@ class Sampler:
             self._seen.add(token_id)
 
 
-def _np_softmax(scores: _F32, temperature: float) -> _F32:
-    """Unnormalised probabilities (the best token's is 1), safe with -inf entries."""
-    scaled = scores / np.float32(temperature) if temperature != 1.0 else scores
-    probs: _F32 = np.exp(scaled - scaled.max())
-    return probs
-
-
-def _np_draw(masses: _F32, rng: random.Random) -> int:
-    cdf = np.cumsum(masses)
-    index = int(np.searchsorted(cdf, rng.random() * float(cdf[-1]), side="right"))
-    return min(index, cdf.size - 1)
-
-
-def _np_pick(scores: _F32, temperature: float, top_k: int, top_p: float, min_p: float, rng: random.Random) -> int:
-    """:func:`pick` over processed scores (min-p, then top-k, then top-p), in NumPy."""
-    probs = _np_softmax(scores, temperature)
-    if min_p > 0.0:  # relative to the best token, whose mass is 1
-        probs = np.where(probs >= min_p, probs, np.float32(0.0))
-    vocab = probs.size
-    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
-        return _np_draw(probs, rng)
-    if 0 < top_k < vocab:
-        order = np.argpartition(-probs, top_k - 1)[:top_k]
-    else:  # a nucleus: guess it lies within the 64 best, as :func:`pick` does
-        guess = min(_NUCLEUS_GUESS, vocab)
-        order = np.argpartition(-probs, guess - 1)[:guess] if guess < vocab else np.arange(vocab)
-        if float(probs[order].sum()) < top_p * float(probs.sum()):
-            order = np.arange(vocab)
-    order = order[np.argsort(-probs[order], kind="stable")]  # best first
-    values = probs[order]
-    if top_p < 1.0:
-        total = float(values.sum()) if 0 < top_k < vocab else float(probs.sum())
-        before = np.cumsum(values) - values  # mass strictly above each token
-        keep = max(1, int((before < top_p * total).sum()))
-        order, values = order[:keep], values[:keep]
-    return int(order[_np_draw(values, rng)])
-
-
-def _np_mirostat(scores: _F32, temperature: float, state: MirostatState, rng: random.Random) -> int:
+def _mirostat(masses: _F32, state: MirostatState, rng: random.Random) -> int:
     """Mirostat v2 (Basu et al., 2020): drop every token whose surprise ``-log2 p`` exceeds μ
     (the most likely one always stays), sample from the rest renormalised, then move μ by
     ``η · (τ − observed surprise)``, the surprise measured in the renormalised distribution."""
-    probs = _np_softmax(scores, temperature)
-    probs = probs / probs.sum()
+    probs = masses / np.cumsum(masses, dtype=np.float32)[-1]
     kept = np.where(probs >= 2.0 ** (-state.mu), probs, np.float32(0.0))
-    total = float(kept.sum())
+    total = float(np.cumsum(kept, dtype=np.float32)[-1])
     if total <= 0.0:
-        token, observed = int(probs.argmax()), 0.0
+        token, observed = int(np.argmax(probs)), 0.0
     else:
-        token = _np_draw(kept, rng)
+        token = _draw(kept, rng)
         observed = -math.log2(float(kept[token]) / total)
     state.surprise = observed
     state.mu -= state.lr * (observed - state.target)
     return token
 
 
-def log_probs(logits: Tensor) -> Tensor:
-    """Raw log-probabilities [..., V] (see the module docstring for why raw)."""
-    return logits.float().log_softmax(-1)
+def top_candidates(logprobs: _F32, k: int) -> list[tuple[int, float]]:
+    """The ``k`` most likely ``(token id, logprob)`` pairs of one position, best first (ties:
+    the lower id first)."""
+    order = best(logprobs, k)
+    return list(zip(order.tolist(), logprobs[order].tolist(), strict=True))
 
 
-def top_candidates(logprobs: Tensor, k: int) -> list[tuple[int, float]]:
-    """The ``k`` most likely ``(token id, logprob)`` pairs of one position, best first."""
-    if k <= 0:
-        return []
-    values, ids = logprobs.topk(min(k, logprobs.numel()))
-    return list(zip(ids.tolist(), values.tolist(), strict=True))
-
-
-def rank(logprobs: Tensor, token_id: int) -> int:
+def rank(logprobs: _F32, token_id: int) -> int:
     """1 + how many tokens are strictly more likely than ``token_id`` (vLLM's rank)."""
     return 1 + int((logprobs > logprobs[token_id]).sum())

@@ -15,8 +15,8 @@ one that finds the batch empty may first decode alone there: see ``ReferenceBack
    does alone; the model calls that makes are *deferred* (:class:`_Rows`);
 4. **delivers** the events to each request's event loop, one hand-off per loop per turn;
 5. **computes** one batched step for every deferred ``(choice, token)``
-   (:func:`mockserver.gpt.batched.step_rows`, whose rows are bit-identical to the single-row
-   step), while the event loop encodes and sends what was delivered.
+   (:meth:`mockserver.gpt.decoder.Decoder.step`: the kernel computes every row as it would
+   alone), while the event loop encodes and sends what was delivered.
 
 A streamed request whose client has not yet taken :data:`AHEAD` deliveries sits a turn out
 (its tokens would only pile up); a non-streamed one gets its first events at once (the server
@@ -40,7 +40,6 @@ from mockserver.spine.events import Event
 
 if TYPE_CHECKING:
     from mockserver.backends.reference.runtime import Runtime
-    from mockserver.gpt.batched import SlotCache
 
 __all__ = ["AHEAD", "Scheduler", "Ticket", "receive"]
 
@@ -70,36 +69,35 @@ class Ticket:
 class _Rows:
     """A ticket's :class:`~mockserver.backends.reference.decoding.Stepper`: model calls wait
     for the turn's batched step; a few-token feed (a reasoning model's end of thinking) runs
-    alone at once, on the slot's keys."""
+    at once, on the choice's slot."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
 
     def _slot(self, choice: Choice) -> int:
-        if choice.slot is None:  # its first step: the prefilled keys move into the batch
-            assert choice.cache is not None
-            choice.slot = self._scheduler.cache.load(choice.cache)
-            choice.cache = None
+        slots = self._scheduler.slots
+        if choice.slots is not slots:  # its first step: the prefilled keys move into the batch
+            assert choice.slot is not None
+            choice.slot = slots.copy(choice.slots, choice.slot)
+            choice.slots = slots
+        assert choice.slot is not None
         return choice.slot
 
     def step(self, choice: Choice, token_id: int) -> None:
         self._scheduler.pending.append((choice, self._slot(choice), token_id))
 
     def feed(self, choice: Choice, ids: list[int]) -> None:
-        cache, slot = self._scheduler.cache, self._slot(choice)
-        choice.logits, after = self._scheduler.runtime.model.feed(ids, cache.export(slot))
-        cache.load(after, slot)
+        slot = self._slot(choice)
+        choice.logits = self._scheduler.runtime.decoder.extend(self._scheduler.slots, slot, ids)[0]
 
 
 class Scheduler:
     """The batching loop over one :class:`Runtime`; ``on_steps`` counts the request steps it takes."""
 
     def __init__(self, runtime: Runtime, max_batch: int, on_steps: Callable[[int], None] | None = None) -> None:
-        from mockserver.gpt.batched import SlotCache
-
         self.runtime = runtime
         self.max_batch = max(1, max_batch)
-        self.cache: SlotCache = SlotCache(runtime.model, slots=min(self.max_batch, 8))
+        self.slots = runtime.decoder.slots(min(self.max_batch, 8))  # the batch's keys, a slot per choice
         self.pending: list[tuple[Choice, int, int]] = []  # this turn's (choice, slot, token)
         self.widest = 0  # the most rows one batched step has computed (for tests and figures)
         self._on_steps = on_steps
@@ -168,9 +166,6 @@ class Scheduler:
             return None
 
     def _run(self) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # as the pool: op-level threads cost more than they give here
         while True:
             admit = self._wait_for_work()
             if admit is None:
@@ -230,28 +225,28 @@ class Scheduler:
                 ticket.held = []
                 ticket.primed = True
             for choice in decoding.choices:
-                if choice.done and choice.slot is not None:
-                    self.cache.free(choice.slot)
-                    choice.slot = None
+                if choice.done:
+                    self._free(choice)
         self._active = kept
         if steps and self._on_steps is not None:
             self._on_steps(steps)
 
     def _release(self, decoding: Decoding) -> None:
         for choice in decoding.choices:
-            if choice.slot is not None:
-                self.cache.free(choice.slot)
-                choice.slot = None
+            self._free(choice)
+
+    def _free(self, choice: Choice) -> None:
+        if choice.slots is self.slots and choice.slot is not None:
+            self.slots.free(choice.slot)
+            choice.slot = None
 
     def _compute(self) -> None:
         """The turn's one batched step, for every choice that sampled a token this turn."""
         if not self.pending:
             return
-        from mockserver.gpt.batched import step_rows
-
         pending, self.pending = self.pending, []
         self.widest = max(self.widest, len(pending))
-        logits = step_rows(self.runtime.model, self.cache, [p[1] for p in pending], [p[2] for p in pending])
+        logits = self.runtime.decoder.step(self.slots, [(slot, token) for _, slot, token in pending])
         for (choice, _, _), row in zip(pending, logits, strict=True):
             choice.logits = row
 

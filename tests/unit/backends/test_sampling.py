@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
-import torch
 
-from mockserver.backends.reference.sampling import log_probs, pick, top_candidates
+from mockserver.backends.reference.sampling import best, pick, top_candidates
+from mockserver.gpt.kernels import spec
 
-LOGITS = torch.tensor([1.0, 3.0, 2.0, 0.5, 2.9])
+LOGITS = np.array([1.0, 3.0, 2.0, 0.5, 2.9], np.float32)
 
 
 def _draws(n: int, **kw: float) -> list[int]:
@@ -35,7 +36,7 @@ def test_filters_restrict_the_support(kw: dict[str, float], allowed: set[int]) -
 
 def test_frequencies_follow_the_softmax() -> None:
     draws = _draws(20000)
-    expected = LOGITS.softmax(-1)
+    expected = np.exp(LOGITS - LOGITS.max()) / np.exp(LOGITS - LOGITS.max()).sum()
     for token in range(5):
         assert abs(draws.count(token) / 20000 - float(expected[token])) < 0.015
 
@@ -49,11 +50,18 @@ def test_same_generator_seed_same_draws() -> None:
 
 
 def test_logprobs_are_raw_and_top_is_sorted() -> None:
-    lp = log_probs(LOGITS)
-    assert torch.allclose(lp.exp().sum(), torch.tensor(1.0))
+    lp = spec.log_softmax(LOGITS)
+    assert abs(float(np.exp(lp.astype(np.float64)).sum()) - 1.0) < 1e-6
     top = top_candidates(lp, 3)
     assert [i for i, _ in top] == [1, 4, 2]
     assert top_candidates(lp, 0) == []
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 4, 6, 9])
+def test_best_takes_the_largest_and_ties_go_to_the_lower_id(k: int) -> None:
+    values = np.array([1.0, 5.0, 3.0, 5.0, 3.0, 3.0, -1.0, 5.0], np.float32)
+    ranked = sorted(range(8), key=lambda i: (-values[i], i))
+    assert best(values, k).tolist() == ranked[:k]
 
 
 def test_top_p_works_on_the_renormalised_top_k() -> None:
@@ -62,7 +70,7 @@ def test_top_p_works_on_the_renormalised_top_k() -> None:
 
 
 def test_wide_nucleus_beyond_the_first_guess() -> None:
-    flat = torch.zeros(2048)
+    flat = np.zeros(2048, np.float32)
     rng = random.Random(3)
     seen = {pick(flat, 1.0, 0, 0.5, rng) for _ in range(4000)}
     assert 64 < len(seen) <= 1024  # half of a flat vocabulary, far more than the guessed 64

@@ -6,10 +6,13 @@ import json
 import re
 from dataclasses import fields
 
+import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
 
+from mockserver.gpt import kernels
+from mockserver.gpt.decoder import Decoder
 from mockserver.gpt.model import GPT, GPTConfig, load_model
 from mockserver.gpt.tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
 
@@ -27,6 +30,11 @@ def tok() -> Tokenizer:
 @pytest.fixture(scope="module")
 def model() -> GPT:
     return load_model(ASSETS)
+
+
+@pytest.fixture(scope="module")
+def decoder(model: GPT) -> Decoder:
+    return Decoder.of(model, kernels.load())
 
 
 # -- tokenizer --------------------------------------------------------------------------------
@@ -88,40 +96,52 @@ def test_config_matches_weights(model: GPT, tok: Tokenizer) -> None:
     assert (ASSETS / "model.safetensors").stat().st_size < 8_000_000
 
 
-def test_prefill_matches_forward(model: GPT, tok: Tokenizer) -> None:
+def test_the_decoder_computes_the_torch_model(model: GPT, decoder: Decoder, tok: Tokenizer) -> None:
+    """The kernel's own arithmetic, the torch network's maths: logits agree to float noise."""
     ids = tok.encode(PASSAGE)
     assert 10 < len(ids) <= model.cfg.window
     with torch.inference_mode():
-        full = model(torch.tensor([ids]))[0]
-    prefilled, cache = model.prefill(ids, all_logits=True)
-    assert cache.position == len(ids)
-    torch.testing.assert_close(prefilled, full, atol=1e-5, rtol=0)
-    last, _ = model.prefill(ids)
-    torch.testing.assert_close(last[0], full[-1], atol=1e-5, rtol=0)
+        full = model(torch.tensor([ids]))[0].numpy()
+    prefilled, slots = decoder.prefill(ids, all_logits=True)
+    assert slots.position[0] == len(ids)
+    np.testing.assert_allclose(prefilled, full, atol=5e-5, rtol=0)
+    last, _ = decoder.prefill(ids)
+    assert np.array_equal(last[0], prefilled[-1])
 
 
-def test_incremental_steps_match_prefill_beyond_the_window(model: GPT, tok: Tokenizer) -> None:
+def test_incremental_steps_are_the_prefill_beyond_the_window(decoder: Decoder, tok: Tokenizer) -> None:
+    """A prompt prefilled in pieces and the same tokens fed one by one: the same bits (every
+    row is computed the same way, whatever rows share its call), past the window too."""
     ids = (tok.encode(PASSAGE) * 20)[:300]
-    assert len(ids) == 300 > model.cfg.window  # crosses a prefill chunk and the cache limit
-    expected, _ = model.prefill(ids, all_logits=True)
-    got, cache = model.prefill(ids[:1], all_logits=True)
-    rows = [got[0]]
-    for token in ids[1:]:
-        logits, cache = model.step(token, cache)
-        rows.append(logits)
-    torch.testing.assert_close(torch.stack(rows), expected, atol=1e-4, rtol=0)
+    assert len(ids) == 300 > decoder.window  # crosses prefill chunks and the slot's room
+    expected, _ = decoder.prefill(ids, all_logits=True)
+    slots = decoder.slots(1)
+    slot = slots.take()
+    rows = [decoder.step(slots, [(slot, token)])[0] for token in ids]
+    assert np.array_equal(np.stack(rows), expected)
 
 
-def test_greedy_chat_reply_ends_and_reads_like_words(model: GPT, tok: Tokenizer) -> None:
-    logits, cache = model.prefill(tok.render_chat([("user", "Tell me about the city of Paris.")]))
-    logits = logits[-1]
+def test_only_the_window_reaches_the_next_token(decoder: Decoder, tok: Tokenizer) -> None:
+    """Each layer reaches window − 1 tokens back: what came before that cannot change a logit
+    (rotary embeddings see only distances, so the position itself does not matter either)."""
+    ids = (tok.encode(PASSAGE) * 30)[:900]
+    reach = 2 * (decoder.window - 1)
+    tail = ids[-reach - 1 :]
+    a, _ = decoder.prefill(ids)
+    b, _ = decoder.prefill(ids[:3] + tail)  # a different beginning, the same reach
+    np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_greedy_chat_reply_ends_and_reads_like_words(decoder: Decoder, tok: Tokenizer) -> None:
+    logits, slots = decoder.prefill(tok.render_chat([("user", "Tell me about the city of Paris.")]))
+    row = logits[-1]
     reply: list[int] = []
     while len(reply) < 120:
-        token = int(logits.argmax())
+        token = int(np.argmax(row))
         reply.append(token)
         if token == tok.im_end_id:
             break
-        logits, cache = model.step(token, cache)
+        row = decoder.step(slots, [(0, token)])[0]
     assert reply[-1] == tok.im_end_id, tok.decode(reply)
     assert tok.eos_id not in reply and tok.im_start_id not in reply
     pieces = tok.decode(reply).split()
