@@ -64,12 +64,16 @@ def weights_of(model: GPT) -> Weights:
 
 class Slots:
     """The keys and values of many sequences, a slot each (see the module docstring). Slots are
-    handed out lowest first; the buffers double when every slot is taken. One thread at a time."""
+    handed out lowest first; the buffers double when every slot is taken. A slot holds at most
+    ``window - 1 + SPARE`` keys; the buffers start at ``capacity`` keys a slot (less for a short
+    prompt: a new buffer costs its pages) and grow to that when a sequence needs it. One
+    thread at a time."""
 
     def __init__(self, weights: Weights, slots: int = 1, capacity: int | None = None) -> None:
         self.weights = weights
         self.keep = weights.window - 1  # keys a sequence still needs between calls
-        self.cache = Cache.empty(weights, slots, self.keep + SPARE if capacity is None else capacity)
+        self.room = self.keep + SPARE  # the most a slot ever holds
+        self.cache = Cache.empty(weights, slots, min(self.room, capacity or self.room))
         self.start = [0] * slots
         self.end = [0] * slots
         self.position = [0] * slots  # absolute position of the slot's next token
@@ -96,14 +100,19 @@ class Slots:
 
     def _grow(self) -> None:
         old = self.slots
-        self.cache = Cache(
-            np.concatenate((self.cache.keys, np.zeros_like(self.cache.keys)), axis=1),
-            np.concatenate((self.cache.values, np.zeros_like(self.cache.values)), axis=1),
-        )
+        self._resize(2 * old, self.cache.capacity)
         self.start += [0] * old
         self.end += [0] * old
         self.position += [0] * old
         self._free = list(range(2 * old - 1, old - 1, -1)) + self._free
+
+    def _resize(self, slots: int, capacity: int) -> None:
+        """New buffers of ``slots`` × ``capacity``, the keys copied over where they are."""
+        cache = Cache.empty(self.weights, slots, capacity)
+        s, c = self.cache.slots, min(capacity, self.cache.capacity)
+        cache.keys[:, :s, :, :, :c] = self.cache.keys[..., :c]
+        cache.values[:, :s, :, :c] = self.cache.values[:, :, :, :c]
+        self.cache = cache
 
     def copy(self, source: Slots, slot: int, into: int | None = None) -> int:
         """Copy ``source``'s ``slot`` into one of these slots (a new one unless ``into``)."""
@@ -115,10 +124,15 @@ class Slots:
         return into
 
     def make_room(self, slot: int, rows: int) -> None:
-        """Before ``rows`` keys are written at the slot's end: move its keys to the front if
-        they would not fit."""
-        if self.end[slot] + rows <= self.cache.capacity:
+        """Before ``rows`` keys are written at the slot's end: grow the buffers if they may, or
+        move the slot's keys to the front, if they would not fit."""
+        need = self.end[slot] + rows
+        if need <= self.cache.capacity:
             return
+        if self.cache.capacity < self.room:
+            self._resize(self.slots, min(self.room, max(need, 2 * self.cache.capacity)))
+            if need <= self.cache.capacity:
+                return
         a, b = self.start[slot], self.end[slot]
         keys, values = self.cache.keys, self.cache.values
         keys[:, slot, :, :, : b - a] = keys[:, slot, :, :, a:b].copy()  # the ranges may overlap
@@ -149,8 +163,9 @@ class Decoder:
             if positions > self._table.shape[0]:
                 self._table = rotary.table(max(positions, 2 * self._table.shape[0]), *self._rope)
 
-    def slots(self, count: int = 1) -> Slots:
-        return Slots(self.weights, count)
+    def slots(self, count: int = 1, capacity: int | None = None) -> Slots:
+        """``count`` empty slots (of ``capacity`` keys to begin with: they grow as needed)."""
+        return Slots(self.weights, count, capacity)
 
     # ---- the one call -----------------------------------------------------------------------
 
@@ -214,7 +229,7 @@ class Decoder:
         """A prompt into a new one-slot :class:`Slots` (slot 0): its logits (as :meth:`extend`)."""
         if not ids:
             raise ValueError("prefill needs at least one token")
-        slots = self.slots(1)
+        slots = self.slots(1, capacity=len(ids) + 16)
         return self.extend(slots, slots.take(), ids, all_logits), slots
 
     def step(self, slots: Slots, pairs: Sequence[tuple[int, int]]) -> Array:
@@ -225,13 +240,13 @@ class Decoder:
     def score(self, slots: Slots, slot: int, ids: Sequence[int]) -> Array:
         """Logits [T, V] after each of ``ids`` fed after the slot (teacher forcing: row j scores
         the token after ``ids[j]``); the slot itself is left as it was."""
-        scratch = self.slots(1)
+        scratch = self.slots(1, capacity=slots.end[slot] - slots.start[slot] + len(ids))
         return self.extend(scratch, scratch.copy(slots, slot), ids, all_logits=True)
 
     def states(self, ids: Sequence[int], depth: int | None = None) -> Array:
         """The residual stream of a text run alone: [depth + 1, T, C] (row 0 the token
         embeddings, row l the output of block l; only ``depth`` blocks run, all by default)."""
-        slots = self.slots(1)
+        slots = self.slots(1, capacity=len(ids))
         slot = slots.take()
         parts = []
         for start in range(0, len(ids), SPARE):

@@ -22,8 +22,9 @@ import httpx
 import pytest
 
 from mockserver.app import create_app
+from mockserver.backends.reference import scheduler as scheduler_module
 from mockserver.backends.reference.backend import ReferenceBackend
-from mockserver.backends.reference.scheduler import Scheduler, Ticket
+from mockserver.backends.reference.scheduler import HOLD, Scheduler, Ticket
 from mockserver.config import Settings
 from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event, Usage
@@ -184,9 +185,9 @@ def _request(n: int = 1, max_tokens: int = 3000, stream: bool = True) -> Generat
     )
 
 
-def _settled(scheduler: Scheduler, done: Callable[[], bool]) -> bool:
+def _settled(scheduler: Scheduler, done: Callable[[], bool], polls: int = 20_000) -> bool:
     """Polls ``done`` while the scheduler works (a bound in turns, not in time)."""
-    for _ in range(20_000):
+    for _ in range(polls):
         if done():
             return True
         with scheduler._cond:
@@ -207,10 +208,43 @@ async def test_a_client_that_leaves_frees_its_rows_at_the_next_turn() -> None:
         assert scheduler.slots.in_use() == 5  # both requests' choices hold a row
         await aclose(leaving)  # what the server does when a client hangs up
         assert _settled(scheduler, lambda: scheduler.slots.in_use() == 2)
-        assert len(scheduler._active) == 1
+        assert len(scheduler.active) == 1
         await anext(staying)  # the other request goes on
         await aclose(staying)
-        assert _settled(scheduler, lambda: scheduler.slots.in_use() == 0 and not scheduler._active)
+        assert _settled(scheduler, lambda: scheduler.slots.in_use() == 0 and not scheduler.active)
+    finally:
+        backend.close()
+
+
+async def test_a_stream_that_is_not_read_holds_its_tokens_and_gets_them_in_one_delivery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a stream's last delivery is still being handed on (a busy event loop, a slow
+    client), its next tokens wait, up to HOLD events, and then it sits out; once the delivery
+    is handed on, the waiting events go in one delivery."""
+    sizes: list[int] = []
+    real = scheduler_module.deliver
+
+    def counting(out: list[tuple[Ticket, Any]]) -> None:
+        sizes.extend(len(item[0]) for _, item in out if not isinstance(item, BaseException))
+        real(out)
+
+    monkeypatch.setattr(scheduler_module, "deliver", counting)
+    backend = ReferenceBackend(threads=1, max_batch=8)
+    try:
+        stream = backend.generate(_request(n=1))
+        await anext(stream)  # the first delivery is being handed on: the generator is inside it
+        scheduler = backend._scheduler
+        assert scheduler is not None
+        ticket = scheduler.active[0]
+        assert _settled(scheduler, lambda: len(ticket.held) >= HOLD)  # meanwhile the tokens wait
+        steps = ticket.decoding.steps
+        assert not _settled(scheduler, lambda: ticket.decoding.steps > steps, polls=200)  # and it sits out
+        assert ticket.unread == 1 and ticket.inbox.qsize() == 0 and len(sizes) == 1
+        for _ in range(HOLD):  # the rest of the first delivery, then the next one
+            await anext(stream)
+        assert len(sizes) >= 2 and sizes[1] >= HOLD  # everything that waited, in one delivery
+        await aclose(stream)
     finally:
         backend.close()
 
@@ -260,7 +294,7 @@ async def test_a_failing_step_ends_the_requests_in_the_batch_and_the_next_ones_a
         with pytest.raises(RuntimeError, match="the step failed"):
             [e async for e in backend.generate(_request(max_tokens=4))]
         scheduler._compute = compute  # type: ignore[method-assign]
-        assert scheduler.slots.in_use() == 0 and not scheduler._active
+        assert scheduler.slots.in_use() == 0 and not scheduler.active
         events = [e async for e in backend.generate(_request(max_tokens=4))]
         assert isinstance(events[-1], Usage) and events[-1].completion_tokens == 4
     finally:

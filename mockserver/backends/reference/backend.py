@@ -198,11 +198,10 @@ class ReferenceBackend:
             return scheduler.busy() or self._contended()
 
         def start() -> tuple[Decoding, list[Event]]:
-            job = Decoding(runtime, request)  # single-row stepper while it runs alone
+            job = Decoding(runtime, request)  # single-row stepper while it runs alone (the batch sets its own)
             events = list(job.opening)
             if not (request.stream or job.done or contended()):
                 events += job.advance_slice(contended)
-            job.stepper = scheduler.rows
             return job, events
 
         job, events = await asyncio.wrap_future(self._submit(start))

@@ -125,8 +125,10 @@ class Decoding:
         score = (params.echo and params.logprobs is not None) or params.prompt_logprobs is not None
         decoder = runtime.decoder
         self.kernel = decoder.kernel
-        # Every choice of every prompt gets a slot of its own, the prompt's keys copied in.
-        slots = decoder.slots(len(prepared) * request.n)
+        # Every choice of every prompt gets a slot of its own, the prompt's keys copied in; room
+        # for the longest prompt and a few tokens to begin with (the buffers grow as needed).
+        longest = max((max(len(q.ids), 1) for q in prepared), default=1)
+        slots = decoder.slots(len(prepared) * request.n, capacity=longest + 32)
         for p, (ids, size, budget) in enumerate((q.ids, q.size, q.budget) for q in prepared):
             # An empty prompt is read as the start of a document (after <|endoftext|>).
             prompt_slot = slots.take()

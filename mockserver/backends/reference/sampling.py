@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from mockserver.gpt.kernels import spec
 from mockserver.spine.request import Sampling
@@ -51,19 +52,26 @@ _I64 = np.ndarray[Any, np.dtype[np.int64]]
 Exp = Callable[[_F32], _F32]  # the kernel's elementwise exp
 
 
+def _keys(values: _F32) -> npt.NDArray[np.uint64]:
+    """One unsigned key per value, ordered as (value, then the lower index first): the float's
+    bits made monotone in the high half, the index reversed in the low half. Unique, so any
+    sort or selection of them has one answer."""
+    bits = values.view(np.uint32).astype(np.uint64)
+    monotone = bits ^ np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
+    index = np.arange(values.size, dtype=np.uint64)
+    keys: npt.NDArray[np.uint64] = (monotone << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - index)
+    return keys
+
+
 def best(values: _F32, k: int) -> _I64:
     """Indices of the ``k`` largest values, largest first; equal values in index order."""
     n = values.size
     k = min(k, n)
     if k <= 0:
         return np.zeros(0, np.int64)
-    if k < n:
-        kth = np.partition(values, n - k)[n - k]  # the k-th largest value
-        above = np.flatnonzero(values > kth)
-        chosen = np.concatenate((above, np.flatnonzero(values == kth)[: k - above.size]))
-    else:
-        chosen = np.arange(n)
-    order: _I64 = chosen[np.argsort(-values[chosen], kind="stable")]
+    keys = _keys(np.ascontiguousarray(values, dtype=np.float32))
+    top = np.sort(np.partition(keys, n - k)[n - k :] if k < n else keys)[::-1]
+    order: _I64 = (np.uint64(0xFFFFFFFF) - (top & np.uint64(0xFFFFFFFF))).astype(np.int64)
     return order
 
 
@@ -86,7 +94,7 @@ def pick(logits: _F32, temperature: float, top_k: int, top_p: float, rng: random
     any other processor, ``min_p`` included, goes through :class:`Sampler`).
     ``temperature == 0`` is greedy and draws nothing."""
     if temperature == 0.0:
-        return int(np.argmax(logits))
+        return int(logits.argmax())
     return _pick(_masses(logits, temperature, exp), top_k, top_p, rng)
 
 
@@ -98,11 +106,13 @@ def _pick(probs: _F32, top_k: int, top_p: float, rng: random.Random) -> int:
     if 0 < top_k < vocab:
         order = best(probs, top_k)
         total = float(np.cumsum(probs[order], dtype=np.float32)[-1])  # top-p works on the top-k
-    else:
+    else:  # a nucleus: look among the best 64, then 512, ... until they hold it
         total = float(np.cumsum(probs, dtype=np.float32)[-1])
-        order = best(probs, _NUCLEUS_GUESS)
-        if float(np.cumsum(probs[order], dtype=np.float32)[-1]) < top_p * total:  # wider than the guess
-            order = best(probs, vocab)
+        guess = _NUCLEUS_GUESS
+        order = best(probs, guess)
+        while guess < vocab and float(np.cumsum(probs[order], dtype=np.float32)[-1]) < top_p * total:
+            guess *= 8
+            order = best(probs, guess)
     values = probs[order]
     if top_p < 1.0:
         before = np.cumsum(values, dtype=np.float32) - values  # mass strictly above each token
@@ -163,7 +173,7 @@ class Sampler:
             return pick(logits, p.temperature, p.top_k, p.top_p, self.rng, self.exp)
         scores = self.process(logits)
         if p.temperature == 0.0:
-            return int(np.argmax(scores))
+            return int(scores.argmax())
         probs = _masses(scores, p.temperature, self.exp)
         if self.mirostat is not None:
             return _mirostat(probs, self.mirostat, self.rng)

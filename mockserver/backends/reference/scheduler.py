@@ -3,8 +3,8 @@
 A request is prefilled alone, on the backend's pool
 (:class:`~mockserver.backends.reference.decoding.Decoding`: a long prompt never stalls the rows
 already decoding, and prefill gets the other core), then queues for the batch (a non-streamed
-one that finds the batch empty may first decode alone there: see ``ReferenceBackend._batched``). One thread
-(``mockserver-batch``) owns all decoding; each turn of its loop:
+one that finds the batch empty may first decode alone there: see ``ReferenceBackend._batched``).
+One thread (``mockserver-batch``) owns all decoding; each turn of its loop:
 
 1. **admits** queued requests, first come first served, while their choices fit in
    ``max_batch`` rows (a request wider than the whole batch runs when the batch is empty);
@@ -13,14 +13,23 @@ one that finds the batch empty may first decode alone there: see ``ReferenceBack
 3. **picks**: each request advances one step (:meth:`Decoding.advance`): every live choice
    samples its next token with its own sampler, generator, processors and stop state, as it
    does alone; the model calls that makes are *deferred* (:class:`_Rows`);
-4. **delivers** the events to each request's event loop, one hand-off per loop per turn;
+4. **delivers** the events to each request's event loop, one hand-off per loop per turn
+   (:func:`~mockserver.backends.reference.tickets.deliver`); a stream's events wait while its
+   last delivery is still being handed on, and then go together;
 5. **computes** one batched step for every deferred ``(choice, token)``
-   (:meth:`mockserver.gpt.decoder.Decoder.step`: the kernel computes every row as it would
-   alone), while the event loop encodes and sends what was delivered.
+   (:meth:`mockserver.gpt.decoder.Decoder.step`: the kernel computes each row as it would
+   alone, with the interpreter lock released), while the event loop encodes and sends what
+   was delivered.
 
-A streamed request whose client has not yet taken :data:`AHEAD` deliveries sits a turn out
-(its tokens would only pile up); a non-streamed one gets its first events at once (the server
-primes every answer with its first event) and the rest in one delivery, when it is done.
+A streamed request holding :data:`~mockserver.backends.reference.tickets.HOLD` undelivered
+events sits a turn out (its client is not keeping up: its tokens would only pile up); a
+non-streamed one gets its first events at once (the server primes every answer with its first
+event) and the rest in one delivery, when it is done.
+
+Why one thread and one step, not two halves of the batch overlapping one's step with the
+other's sampling: the event loop, the batch's Python and the step's Python share one
+interpreter lock, and the hand-offs between threads cost more than the overlap gave
+(measured: 32 streams 11.5k tokens/s in halves, 14.6k as one).
 
 Nothing here can change a row's numbers: which rows share a step, in which order, and when a
 request joins or leaves decide *when* a row is computed, never *what*.
@@ -28,48 +37,26 @@ request joins or leaves decide *when* a row is computed, never *what*.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mockserver.backends.reference.decoding import Choice, Decoding
-from mockserver.spine.events import Event
+from mockserver.backends.reference.tickets import HOLD, Delivery, Ticket, deliver, receive
 
 if TYPE_CHECKING:
     from mockserver.backends.reference.runtime import Runtime
 
-__all__ = ["AHEAD", "Scheduler", "Ticket", "receive"]
+__all__ = ["HOLD", "Scheduler", "Ticket", "receive"]
 
-AHEAD = 2  # deliveries a streamed request may have waiting for its client
-
-Delivery = tuple[list[Event], bool] | BaseException  # (events, last) or the error that ended it
-
-
-class Ticket:
-    """One request in the scheduler, seen from both sides: the model thread fills ``inbox``
-    (through ``loop``), the request's async generator empties it."""
-
-    def __init__(self, decoding: Decoding, loop: asyncio.AbstractEventLoop, events: list[Event]) -> None:
-        self.decoding = decoding
-        self.loop = loop
-        self.stream = decoding.request.stream
-        self.rows = max(1, len(decoding.choices))
-        self.inbox: asyncio.Queue[Delivery] = asyncio.Queue()
-        self.left = False  # the client went away: drop at the next turn
-        self.unread = 0  # deliveries not yet taken by the generator
-        self.held = list(events)  # events not yet delivered (the opening ones, to begin with)
-        # The first events go at once, stream or not: the server waits for one before it
-        # answers (an error is a status), and listens for a hang-up only after that.
-        self.primed = False
+Out = list[tuple[Ticket, Delivery]]
 
 
 class _Rows:
-    """A ticket's :class:`~mockserver.backends.reference.decoding.Stepper`: model calls wait
-    for the turn's batched step; a few-token feed (a reasoning model's end of thinking) runs
-    at once, on the choice's slot."""
+    """The batch's :class:`~mockserver.backends.reference.decoding.Stepper`: model calls wait for
+    the turn's batched step; a few-token feed (a reasoning model's end of thinking) runs at
+    once, on the choice's slot."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -100,12 +87,13 @@ class Scheduler:
         self.slots = runtime.decoder.slots(min(self.max_batch, 8))  # the batch's keys, a slot per choice
         self.pending: list[tuple[Choice, int, int]] = []  # this turn's (choice, slot, token)
         self.widest = 0  # the most rows one batched step has computed (for tests and figures)
+        self.active: list[Ticket] = []  # the requests in the batch
         self._on_steps = on_steps
         self._cond = threading.Condition()
+        self._idle = False  # the batch thread waits for work (read without the lock: see taken)
         self._waiting: deque[Ticket] = deque()
-        self._active: list[Ticket] = []
         self._closed = False
-        self.rows = _Rows(self)  # the stepper of every Decoding made for this scheduler
+        self.rows = _Rows(self)  # the stepper of every request in the batch
         self._thread = threading.Thread(target=self._run, name="mockserver-batch", daemon=True)
         self._thread.start()
 
@@ -117,10 +105,13 @@ class Scheduler:
             self._cond.notify()
 
     def taken(self, ticket: Ticket) -> None:
-        """The generator took a delivery: the request may advance again."""
-        with self._cond:
-            ticket.unread -= 1
-            if ticket.unread == AHEAD - 1:
+        """The generator handed a delivery's events on: what the request holds may go. Once
+        per delivery, so without the lock unless the batch thread sleeps (it marks itself idle
+        before it looks for work, under the lock it waits with: no wake-up is lost). A lock
+        here, on every token of every stream, cost a sixth of the throughput."""
+        ticket.taken += 1
+        if self._idle and ticket.unread == 0:
+            with self._cond:
                 self._cond.notify()
 
     def leave(self, ticket: Ticket) -> None:
@@ -136,31 +127,27 @@ class Scheduler:
 
     def busy(self) -> bool:
         """Does anything run or wait in the batch? (Read racily: a hint for a lone request.)"""
-        return bool(self._active or self._waiting)
+        return bool(self.active or self._waiting)
 
     def queued(self) -> int:
         """Requests waiting to join the batch (read racily: for tests and metrics)."""
         return len(self._waiting)
 
-    # ---- the model thread -------------------------------------------------------------------
-
-    def _ready(self, ticket: Ticket) -> bool:
-        return ticket.left or not ticket.stream or ticket.unread < AHEAD
-
-    def _fits(self, used: int, ticket: Ticket) -> bool:
-        return used + ticket.rows <= self.max_batch
+    # ---- the batch thread -------------------------------------------------------------------
 
     def _wait_for_work(self) -> list[Ticket] | None:
         """Block until something can run; returns the tickets to admit (None: closed)."""
         with self._cond:
             while not self._closed:
-                used = sum(t.rows for t in self._active)
+                self._idle = True
+                used = sum(t.rows for t in self.active)
                 admit: list[Ticket] = []
-                while self._waiting and (self._fits(used, self._waiting[0]) or not (self._active or admit)):
+                while self._waiting and (used + self._waiting[0].rows <= self.max_batch or not (self.active or admit)):
                     ticket = self._waiting.popleft()
                     used += ticket.rows
                     admit.append(ticket)
-                if admit or any(self._ready(t) for t in self._active):
+                if admit or any(t.ready() or t.due() for t in self.active):
+                    self._idle = False
                     return admit
                 self._cond.wait()
             return None
@@ -171,40 +158,36 @@ class Scheduler:
             if admit is None:
                 return
             self._admit(admit)
-            out: list[tuple[Ticket, Delivery]] = []
+            out: Out = []
             try:
                 self._turn(out)
-                self._deliver(out)
+                deliver(out)
+                out = []
                 self._compute()
             except Exception as exc:  # a failing step ends the requests in the batch, not the thread
-                self._fail_all(exc)
-
-    def _fail_all(self, exc: Exception) -> None:
-        out: list[tuple[Ticket, Delivery]] = []
-        for ticket in self._active:
-            self._release(ticket.decoding)
-            out.append((ticket, exc))
-        self._active, self.pending = [], []
-        self._deliver(out)
+                for ticket in self.active:
+                    self._release(ticket.decoding)
+                    out.append((ticket, exc))
+                self.active, self.pending = [], []
+                deliver(out)
 
     def _admit(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             if not ticket.left:
-                self._active.append(ticket)
+                ticket.decoding.stepper = self.rows
+                self.active.append(ticket)
 
-    def _turn(self, out: list[tuple[Ticket, Delivery]]) -> None:
+    def _turn(self, out: Out) -> None:
         """Drop the tickets whose client left, advance the others one step."""
         kept: list[Ticket] = []
         steps = 0
-        for ticket in self._active:
+        for ticket in self.active:
             decoding = ticket.decoding
             if ticket.left:
                 self._release(decoding)
                 continue
             kept.append(ticket)
-            if not self._ready(ticket):
-                continue
-            if not decoding.done:
+            if ticket.ready() and not decoding.done:
                 try:
                     ticket.held += decoding.advance()
                 except Exception as exc:  # a bug in one request must not stop the others
@@ -220,14 +203,14 @@ class Scheduler:
                 self._release(decoding)
                 out.append((ticket, (ticket.held, True)))
                 ticket.held = []
-            elif ticket.held and (ticket.stream or not ticket.primed):
+            elif ticket.due():
                 out.append((ticket, (ticket.held, False)))
                 ticket.held = []
                 ticket.primed = True
             for choice in decoding.choices:
                 if choice.done:
                     self._free(choice)
-        self._active = kept
+        self.active = kept
         if steps and self._on_steps is not None:
             self._on_steps(steps)
 
@@ -249,37 +232,3 @@ class Scheduler:
         logits = self.runtime.decoder.step(self.slots, [(slot, token) for _, slot, token in pending])
         for (choice, _, _), row in zip(pending, logits, strict=True):
             choice.logits = row
-
-    def _deliver(self, out: list[tuple[Ticket, Delivery]]) -> None:
-        """One hand-off per event loop for the whole turn."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Ticket, Delivery]]] = {}
-        with self._cond:
-            for ticket, item in out:
-                ticket.unread += 1
-                by_loop.setdefault(ticket.loop, []).append((ticket, item))
-        for loop, items in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
-                loop.call_soon_threadsafe(_put_all, items)
-
-
-def _put_all(items: list[tuple[Ticket, Delivery]]) -> None:
-    for ticket, item in items:
-        ticket.inbox.put_nowait(item)
-
-
-async def receive(scheduler: Scheduler, ticket: Ticket) -> AsyncIterator[Event]:
-    """The ticket's events as the scheduler delivers them (raising the error that ended it)."""
-    scheduler.submit(ticket)
-    try:
-        while True:
-            item = await ticket.inbox.get()
-            scheduler.taken(ticket)
-            if isinstance(item, BaseException):
-                raise item
-            events, last = item
-            for event in events:
-                yield event
-            if last:
-                return
-    finally:
-        scheduler.leave(ticket)

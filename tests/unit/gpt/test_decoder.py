@@ -109,3 +109,18 @@ def test_the_numpy_kernel_decodes_the_same_bits(decoder: Decoder) -> None:
         for i in range(3):
             s.copy(decoder.prefill(_ids(5 + 100 * i, 12 + i))[1], 0)
     assert np.array_equal(decoder.step(slots_a, [(0, 4), (1, 5), (2, 6)]), slow.step(slots_b, [(0, 4), (1, 5), (2, 6)]))
+
+
+def test_a_small_buffer_grows_without_changing_a_bit(decoder: Decoder) -> None:
+    """Private slots start small (a request's prompt, not the window: a new buffer costs its
+    pages) and grow to the full room, then recycle it, as the sequence runs."""
+    ids = _ids(330, 13)
+    slots = decoder.slots(2, capacity=2)
+    other = slots.take()
+    slot = slots.take()
+    decoder.extend(slots, other, _ids(3, 14))
+    rows = [decoder.step(slots, [(slot, t)])[0] for t in ids]
+    assert slots.cache.capacity == slots.room
+    expected, _ = decoder.prefill(ids, all_logits=True)
+    assert np.array_equal(np.stack(rows), expected)
+    assert np.array_equal(decoder.step(slots, [(other, 5)])[0], _alone(decoder, [*_ids(3, 14), 5]))
