@@ -151,7 +151,7 @@ class Decoding:
                         tok.vocab_size,
                         prompt_ids=ids,
                         end_ids=ends | self.stop_ids,
-                        exp=self.kernel.exp,
+                        kernel=self.kernel,
                     ),
                     assembler=TextAssembler(params.stop, params.keep_stop, armed=params.min_tokens == 0),
                     logits=logits[-1],

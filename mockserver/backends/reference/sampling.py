@@ -17,10 +17,10 @@ Temperature 0 is greedy over the processed logits and draws nothing. Sampling is
 inverse-CDF lookup with a uniform number from the choice's own ``random.Random`` — never a
 global RNG. With no processor beyond temperature/top-k/top-p set, none of the above costs anything.
 
-Everything here is NumPy on float32 with orders that are the same on every machine, so a
-seed draws the same token everywhere: ``exp`` is the kernel's (:mod:`mockserver.gpt.kernels`:
-NumPy's own may use another algorithm per CPU), running sums are cumulative sums (sequential
-by definition), and the best tokens are chosen by value, ties going to the lower token id.
+The choice itself — masses, ``min_p``, top-k, top-p, the draw — is the kernel's
+(:func:`mockserver.gpt.kernels.spec.pick`, and its C copy): its sums have one order and the
+best tokens are ranked by value, ties going to the lower token id, so a seed draws the same
+token on every machine. The processors are NumPy elementwise operations (the same everywhere).
 
 Logprobs are *not* taken from the processed distribution: they are ``log_softmax`` of the raw
 logits, the model's own belief, as OpenAI reports them. So a token forced by ``logit_bias``
@@ -31,94 +31,28 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from mockserver.gpt.kernels import spec
+from mockserver.gpt.kernels import Kernel, Spec, spec
 from mockserver.spine.request import Sampling
 
-__all__ = ["Exp", "MirostatState", "Sampler", "best", "pick", "rank", "top_candidates"]
-
-
-# How many of the most likely tokens to look at first for a nucleus (top-p): a partial
-# selection of 64 costs a fraction of sorting the vocabulary, and almost always holds the nucleus.
-_NUCLEUS_GUESS = 64
+__all__ = ["MirostatState", "Sampler", "best", "pick", "rank", "top_candidates"]
 
 _F32 = np.ndarray[Any, np.dtype[np.float32]]
-_I64 = np.ndarray[Any, np.dtype[np.int64]]
-Exp = Callable[[_F32], _F32]  # the kernel's elementwise exp
+best = spec.best
+_SPEC = Spec()
 
 
-def _keys(values: _F32) -> npt.NDArray[np.uint64]:
-    """One unsigned key per value, ordered as (value, then the lower index first): the float's
-    bits made monotone in the high half, the index reversed in the low half. Unique, so any
-    sort or selection of them has one answer."""
-    bits = values.view(np.uint32).astype(np.uint64)
-    monotone = bits ^ np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
-    index = np.arange(values.size, dtype=np.uint64)
-    keys: npt.NDArray[np.uint64] = (monotone << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - index)
-    return keys
-
-
-def best(values: _F32, k: int) -> _I64:
-    """Indices of the ``k`` largest values, largest first; equal values in index order."""
-    n = values.size
-    k = min(k, n)
-    if k <= 0:
-        return np.zeros(0, np.int64)
-    keys = _keys(np.ascontiguousarray(values, dtype=np.float32))
-    top = np.sort(np.partition(keys, n - k)[n - k :] if k < n else keys)[::-1]
-    order: _I64 = (np.uint64(0xFFFFFFFF) - (top & np.uint64(0xFFFFFFFF))).astype(np.int64)
-    return order
-
-
-def _draw(masses: _F32, rng: random.Random) -> int:
-    """Inverse CDF over (not necessarily normalised) masses: the first index whose
-    cumulative mass exceeds a uniform draw scaled to the total."""
-    cdf = np.cumsum(masses, dtype=np.float32)
-    index = int(np.searchsorted(cdf, rng.random() * float(cdf[-1]), side="right"))
-    return min(index, cdf.size - 1)
-
-
-def _masses(scores: _F32, temperature: float, exp: Exp) -> _F32:
-    """Unnormalised probabilities (the best token's is 1), safe with -inf entries."""
-    scaled = scores / np.float32(temperature) if temperature != 1.0 else scores
-    return exp(scaled - scaled.max())
-
-
-def pick(logits: _F32, temperature: float, top_k: int, top_p: float, rng: random.Random, exp: Exp = spec.exp) -> int:
+def pick(logits: _F32, temperature: float, top_k: int, top_p: float, rng: random.Random, kernel: Kernel = _SPEC) -> int:
     """The next token id from logits [V] with temperature, top-k and top-p only (the fast path:
     any other processor, ``min_p`` included, goes through :class:`Sampler`).
-    ``temperature == 0`` is greedy and draws nothing."""
+    ``temperature == 0`` is greedy and draws nothing; otherwise one uniform number is drawn."""
     if temperature == 0.0:
         return int(logits.argmax())
-    return _pick(_masses(logits, temperature, exp), top_k, top_p, rng)
-
-
-def _pick(probs: _F32, top_k: int, top_p: float, rng: random.Random) -> int:
-    """Top-k, then top-p over the (renormalised) top-k, then a draw."""
-    vocab = probs.size
-    if (top_k <= 0 or top_k >= vocab) and top_p >= 1.0:
-        return _draw(probs, rng)
-    if 0 < top_k < vocab:
-        order = best(probs, top_k)
-        total = float(np.cumsum(probs[order], dtype=np.float32)[-1])  # top-p works on the top-k
-    else:  # a nucleus: look among the best 64, then 512, ... until they hold it
-        total = float(np.cumsum(probs, dtype=np.float32)[-1])
-        guess = _NUCLEUS_GUESS
-        order = best(probs, guess)
-        while guess < vocab and float(np.cumsum(probs[order], dtype=np.float32)[-1]) < top_p * total:
-            guess *= 8
-            order = best(probs, guess)
-    values = probs[order]
-    if top_p < 1.0:
-        before = np.cumsum(values, dtype=np.float32) - values  # mass strictly above each token
-        keep = max(1, int((before < top_p * total).sum()))
-        order, values = order[:keep], values[:keep]
-    return int(order[_draw(values, rng)])
+    return kernel.pick(logits, temperature, 0.0, top_k, top_p, rng.random())
 
 
 class MirostatState:
@@ -150,11 +84,11 @@ class Sampler:
         vocab: int,
         prompt_ids: Iterable[int] = (),
         end_ids: Iterable[int] = (),
-        exp: Exp = spec.exp,
+        kernel: Kernel = _SPEC,
     ) -> None:
         self.params = params
         self.rng = rng
-        self.exp = exp
+        self.kernel = kernel
         self.sampled = 0
         self._plain = not params.processed
         self.mirostat = MirostatState(params.mirostat.target, params.mirostat.lr) if params.mirostat else None
@@ -170,16 +104,13 @@ class Sampler:
     def pick(self, logits: _F32) -> int:
         p = self.params
         if self._plain:
-            return pick(logits, p.temperature, p.top_k, p.top_p, self.rng, self.exp)
+            return pick(logits, p.temperature, p.top_k, p.top_p, self.rng, self.kernel)
         scores = self.process(logits)
         if p.temperature == 0.0:
             return int(scores.argmax())
-        probs = _masses(scores, p.temperature, self.exp)
         if self.mirostat is not None:
-            return _mirostat(probs, self.mirostat, self.rng)
-        if p.min_p > 0.0:  # relative to the best token, whose mass is 1
-            probs = np.where(probs >= p.min_p, probs, np.float32(0.0))
-        return _pick(probs, p.top_k, p.top_p, self.rng)
+            return _mirostat(spec.masses(scores, p.temperature), self.mirostat, self.rng)
+        return self.kernel.pick(scores, p.temperature, p.min_p, p.top_k, p.top_p, self.rng.random())
 
     def process(self, logits: _F32) -> _F32:
         """Steps 1-4 of the module docstring, as a new array; the input is untouched."""
@@ -216,12 +147,12 @@ def _mirostat(masses: _F32, state: MirostatState, rng: random.Random) -> int:
     (the most likely one always stays), sample from the rest renormalised, then move μ by
     ``η · (τ − observed surprise)``, the surprise measured in the renormalised distribution."""
     probs = masses / np.cumsum(masses, dtype=np.float32)[-1]
-    kept = np.where(probs >= 2.0 ** (-state.mu), probs, np.float32(0.0))
+    kept = np.where(probs >= np.float32(2.0 ** (-state.mu)), probs, np.float32(0.0))
     total = float(np.cumsum(kept, dtype=np.float32)[-1])
     if total <= 0.0:
         token, observed = int(np.argmax(probs)), 0.0
     else:
-        token = _draw(kept, rng)
+        token = spec.draw(kept, rng.random())
         observed = -math.log2(float(kept[token]) / total)
     state.surprise = observed
     state.mu -= state.lr * (observed - state.target)

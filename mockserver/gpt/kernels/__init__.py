@@ -52,6 +52,8 @@ class Kernel(Protocol):
 
     def log_softmax(self, x: Array) -> Array: ...
 
+    def pick(self, scores: Array, temperature: float, min_p: float, top_k: int, top_p: float, u: float) -> int: ...
+
     def forward(
         self, weights: Weights, cache: Cache, rows: Rows, depth: int | None = None, states: bool = False
     ) -> tuple[Array, Array | None]: ...
@@ -69,6 +71,7 @@ class Spec:
     matmul = staticmethod(spec.matmul)
     layer_norm = staticmethod(spec.layer_norm)
     log_softmax = staticmethod(spec.log_softmax)
+    pick = staticmethod(spec.pick)
     forward = staticmethod(spec.forward)
 
     @staticmethod
@@ -128,6 +131,9 @@ def _agrees(kernel: Kernel) -> bool:
         (kernel.log_softmax(x), spec.log_softmax(x)),
         (np.float32(kernel.lane_sum(x[0])), spec.lane_sum(x[0])),
     ]
+    ties = np.round(x.ravel() * 2).astype(np.float32)  # many equal scores: ties broken by index
+    for args in ((1.0, 0.0, 0, 1.0, 0.5), (0.7, 0.05, 40, 0.9, 0.3), (1.3, 0.0, 0, 0.5, 0.99), (1.0, 0.0, 7, 1.0, 0.0)):
+        checks.append((kernel.pick(ties, *args), spec.pick(ties, *args)))
     return all(np.array_equal(a, b) for a, b in checks)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 from collections.abc import Sequence
-from ctypes import POINTER, c_char_p, c_float, c_int, c_int64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_int64, c_void_p
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,9 @@ class Native:
             [_P, _P, _P, c_int64, c_int64, c_int64] + [_P] * 5 + [c_int64, _P, c_int64, _P, _P],
             c_int,
         )
+        self._pick = self._fn(
+            lib, "mk_pick", isa, [_P, c_int64, c_float, c_float, c_int64, c_double, c_double, _P, _P], c_int64
+        )
         self._models: dict[int, tuple[Weights, _Model, object]] = {}
 
     @staticmethod
@@ -135,6 +138,16 @@ class Native:
         if self._log_softmax(_ptr(x), _ptr(y), x.size // n if n else 0, n):
             raise MemoryError("log_softmax: out of memory")
         return y
+
+    def pick(self, scores: Array, temperature: float, min_p: float, top_k: int, top_p: float, u: float) -> int:
+        """:func:`.spec.pick`, in C."""
+        x = np.ascontiguousarray(scores, dtype=np.float32)
+        n = x.size
+        scratch = np.empty(2 * n, np.float32)
+        work = np.empty(4 * n, np.int32)
+        return int(
+            self._pick(x.ctypes.data, n, temperature, min_p, top_k, top_p, u, scratch.ctypes.data, work.ctypes.data)
+        )
 
     # ---- the model -------------------------------------------------------------------------
 

@@ -283,3 +283,102 @@ done:
     free(x); free(h); free(big); free(att); free(scores);
     return failed ? -1 : 0;
 }
+
+/* ---- choosing a token (spec.best, spec.draw, spec.pick) ---------------------------------------
+ * Indices ranked by value, largest first, equal values by index: an LSD radix sort (stable) of
+ * the floats' bits made monotone and inverted, four passes of 8 bits, from the indices in
+ * order. `work` holds 4n ints; the ranking is left in its first n. */
+
+TARGET static void NAME(rank)(const float *p, int64_t n, int32_t *work) {
+    uint32_t *key = (uint32_t *)work, *spare_key = (uint32_t *)work + 2 * n;
+    int32_t *order = work + n, *spare = work + 3 * n;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, p + i, sizeof bits);
+        key[i] = ~(bits ^ ((bits >> 31) ? 0xFFFFFFFFu : 0x80000000u)); /* the largest value first */
+        order[i] = (int32_t)i;
+    }
+    for (int shift = 0; shift < 32; shift += 8) {
+        int64_t start[257] = {0};
+        for (int64_t i = 0; i < n; i++) start[((key[i] >> shift) & 0xFF) + 1]++;
+        for (int d = 0; d < 256; d++) start[d + 1] += start[d];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = start[(key[i] >> shift) & 0xFF]++;
+            spare_key[at] = key[i];
+            spare[at] = order[i];
+        }
+        uint32_t *tk = key;
+        key = spare_key;
+        spare_key = tk;
+        int32_t *to = order;
+        order = spare;
+        spare = to;
+    }
+    memmove(work, order, sizeof(int32_t) * n); /* four passes: the ranking is in work[n:2n] */
+}
+
+/* Inverse CDF over p[at[i]] (at NULL: p[i]) for i < n: the first whose running float sum, in
+ * float64, exceeds u × the total (the running sums kept in cdf, then a binary search). */
+TARGET static int64_t NAME(draw)(const float *p, const int32_t *at, int64_t n, double u, float *cdf) {
+    float c = 0.0f;
+    for (int64_t i = 0; i < n; i++) cdf[i] = c = c + p[at ? at[i] : i];
+    double target = u * (double)c;
+    int64_t lo = 0, hi = n; /* the first index with cdf > target: cdf never decreases */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if ((double)cdf[mid] > target)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < n ? lo : n - 1;
+}
+
+TARGET EXPORT int64_t NAME(mk_pick)(const float *x, int64_t n, float temperature, float min_p, int64_t top_k,
+                                    double top_p, double u, float *scratch, int32_t *work) {
+    float *probs = scratch, *cdf = scratch + n;
+    if (temperature != 1.0f)
+        for (int64_t i = 0; i < n; i++) probs[i] = x[i] / temperature;
+    else
+        memcpy(probs, x, sizeof(float) * n);
+    float m = probs[0];
+    for (int64_t i = 1; i < n; i++) m = probs[i] > m ? probs[i] : m;
+    for (int64_t i = 0; i < n; i++) probs[i] = probs[i] - m;
+    NAME(mk_exp)(probs, probs, n);
+    if (min_p > 0.0f)
+        for (int64_t i = 0; i < n; i++) probs[i] = probs[i] >= min_p ? probs[i] : 0.0f;
+    if ((top_k <= 0 || top_k >= n) && top_p >= 1.0) return NAME(draw)(probs, 0, n, u, cdf);
+    NAME(rank)(probs, n, work);
+    const int32_t *order = work;
+    int64_t g;
+    double total;
+    if (top_k > 0 && top_k < n) {
+        g = top_k;
+        float c = 0.0f;
+        for (int64_t i = 0; i < g; i++) c = c + probs[order[i]];
+        total = (double)c;
+    } else { /* a nucleus: among the best 64, then 512, ... until they hold it */
+        float c = 0.0f;
+        for (int64_t i = 0; i < n; i++) c = c + probs[i];
+        total = (double)c;
+        g = n < 64 ? n : 64;
+        for (;;) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < g; i++) s = s + probs[order[i]];
+            if (!(g < n && (double)s < top_p * total)) break;
+            g = g * 8 < n ? g * 8 : n;
+        }
+    }
+    int64_t keep = g;
+    if (top_p < 1.0) {
+        float threshold = (float)(top_p * total), c = 0.0f;
+        int64_t count = 0;
+        for (int64_t i = 0; i < g; i++) {
+            float v = probs[order[i]];
+            c = c + v;
+            count += (c - v) < threshold; /* the mass strictly above the token */
+        }
+        keep = count > 1 ? count : 1;
+    }
+    return order[NAME(draw)(probs, order, keep, u, cdf)];
+}

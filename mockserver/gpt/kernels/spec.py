@@ -38,8 +38,11 @@ from mockserver.gpt.kernels.layout import Cache, Rows, Weights
 
 __all__ = [
     "LANES",
+    "NUCLEUS_GUESS",
     "Output",
     "attend",
+    "best",
+    "draw",
     "exp",
     "forward",
     "gelu",
@@ -47,7 +50,9 @@ __all__ = [
     "layer_norm",
     "log",
     "log_softmax",
+    "masses",
     "matmul",
+    "pick",
     "rotate",
     "tanh",
 ]
@@ -251,3 +256,69 @@ def forward(weights: Weights, cache: Cache, rows: Rows, depth: int | None = None
     if rows.logits.size and n_layer == len(weights.layers):
         logits = matmul(layer_norm(x[rows.logits], weights.norm), weights.head)
     return logits, (np.stack(kept) if states else None)
+
+
+# ---- choosing a token (the sampler's arithmetic) ----------------------------------------------
+#
+# Comparisons and sums here are written with explicit types, not left to NumPy's promotion
+# rules (which differ between releases): a draw is compared in float64, a threshold in float32.
+
+NUCLEUS_GUESS = 64  # a nucleus is looked for among the best 64, then 512, ... (×8) tokens
+
+
+def best(values: Array, k: int) -> npt.NDArray[np.int64]:
+    """Indices of the ``k`` largest values, largest first; equal values in index order."""
+    n = values.size
+    k = min(k, n)
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    bits = _f32(values).view(np.uint32).astype(np.uint64)
+    # The float's bits made monotone in the high half, the index reversed in the low half: one
+    # unique key per value, so any sort or selection of them has one answer.
+    monotone = bits ^ np.where(bits >> np.uint64(31), np.uint64(0xFFFFFFFF), np.uint64(0x80000000))
+    keys = (monotone << np.uint64(32)) | (np.uint64(0xFFFFFFFF) - np.arange(n, dtype=np.uint64))
+    top = np.sort(np.partition(keys, n - k)[n - k :] if k < n else keys)[::-1]
+    order: npt.NDArray[np.int64] = (np.uint64(0xFFFFFFFF) - (top & np.uint64(0xFFFFFFFF))).astype(np.int64)
+    return order
+
+
+def draw(masses: Array, u: float) -> int:
+    """Inverse CDF: the first index whose running float32 sum exceeds ``u`` × the total (both
+    compared in float64), the last index at most."""
+    cdf = np.cumsum(_f32(masses), dtype=F32)
+    target = np.float64(u) * np.float64(cdf[-1])
+    return min(int(np.searchsorted(cdf.astype(np.float64), target, side="right")), cdf.size - 1)
+
+
+def masses(scores: Array, temperature: float) -> Array:
+    """Unnormalised probabilities, the best token's 1: exp(s/T − max(s/T)); ``temperature`` > 0."""
+    scaled = _f32(scores) / F32(temperature) if temperature != 1.0 else _f32(scores)
+    return exp(scaled - scaled.max())
+
+
+def pick(scores: Array, temperature: float, min_p: float, top_k: int, top_p: float, u: float) -> int:
+    """The token drawn with ``u`` (uniform in [0, 1)) from the masses of ``scores`` at
+    ``temperature`` > 0: those below ``min_p`` (relative to the best) dropped, then the best
+    ``top_k`` kept (≤ 0: all), then the nucleus of mass ``top_p`` among them (≥ 1: all)."""
+    probs = masses(scores, temperature)
+    if min_p > 0.0:
+        probs = np.where(probs >= F32(min_p), probs, F32(0.0))
+    n = probs.size
+    if (top_k <= 0 or top_k >= n) and top_p >= 1.0:
+        return draw(probs, u)
+    if 0 < top_k < n:
+        order = best(probs, top_k)
+        total = float(np.cumsum(probs[order], dtype=F32)[-1])  # top-p works on the top-k
+    else:
+        total = float(np.cumsum(probs, dtype=F32)[-1])
+        guess = min(NUCLEUS_GUESS, n)
+        order = best(probs, guess)
+        while guess < n and float(np.cumsum(probs[order], dtype=F32)[-1]) < top_p * total:
+            guess = min(guess * 8, n)
+            order = best(probs, guess)
+    values = probs[order]
+    if top_p < 1.0:
+        before = np.cumsum(values, dtype=F32) - values  # mass strictly above each token
+        keep = max(1, int(np.count_nonzero(before < F32(top_p * total))))
+        order, values = order[:keep], values[:keep]
+    return int(order[draw(values, u)])

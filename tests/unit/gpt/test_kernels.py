@@ -247,3 +247,27 @@ def test_a_kernel_that_disagrees_with_the_definition_is_refused(monkeypatch: pyt
 def test_unknown_kernels_are_named() -> None:
     with pytest.raises(ValueError, match="unknown kernel 'fast'"):
         kernels.load("fast")
+
+
+def test_choosing_a_token_equals_the_definition(kernel: kernels.Kernel) -> None:
+    """Temperatures, min_p, top-k and nuclei of every width, many equal scores (ties go to the
+    lower id), uniform draws at both ends: the C sampler draws what the definition draws."""
+    rng = np.random.default_rng(8)
+    for trial in range(600):
+        n = 2048 if trial % 3 == 0 else int(rng.integers(1, 300))
+        x = (rng.standard_normal(n) * rng.choice([0.5, 3.0, 20.0])).astype(F32)
+        if trial % 4 == 0:
+            x = np.round(x)
+        temperature = float(rng.choice([0.3, 0.7, 1.0, 1.5]))
+        min_p = float(rng.choice([0.0, 0.0, 0.05, 0.3]))
+        top_k = int(rng.choice([0, 0, 1, 5, 40, n + 3]))
+        top_p = float(rng.choice([1.0, 0.9, 0.5, 0.1, 0.999]))
+        u = float(rng.choice([0.0, 0.999999999, rng.random()]))
+        args = (temperature, min_p, top_k, top_p, u)
+        assert kernel.pick(x, *args) == spec.pick(x, *args), (n, args)
+
+
+def test_a_draw_is_the_first_index_past_the_scaled_total() -> None:
+    masses = np.array([0.5, 0.0, 1.0, 0.5], F32)
+    assert [spec.draw(masses, u) for u in (0.0, 0.24, 0.25, 0.74, 0.75, 0.9999)] == [0, 0, 2, 2, 3, 3]
+    assert spec.best(np.array([1.0, 3.0, 3.0, -1.0, 3.0], F32), 4).tolist() == [1, 2, 4, 0]
