@@ -79,12 +79,19 @@ static float slog(float z) {
     return (ef * LN2_LO + (s + s) * q) + ef * LN2_HI;
 }
 
-#define DEFINE_HELPERS(TGT, SUF, VT, IT, UT)                                                      \
+/* A broadcast written out lane by lane (not 0 + f, which is an addition: it turns -0 into +0
+ * and costs an instruction in the hottest loop). */
+#define LANES4(f) f, f, f, f
+#define BROADCAST16(f) {LANES4(f), LANES4(f), LANES4(f), LANES4(f)}
+#define BROADCAST8(f) {LANES4(f), LANES4(f)}
+#define BROADCAST4(f) {LANES4(f)}
+
+#define DEFINE_HELPERS(TGT, SUF, VT, IT, UT, BROADCAST)                                                      \
     typedef VT vn_##SUF;                                                                            \
     typedef IT in_##SUF;                                                                            \
     TGT static inline VT load_##SUF(const float *p) { return *(const UT *)p; }                     \
     TGT static inline void store_##SUF(float *p, VT v) { *(UT *)p = v; }                           \
-    TGT static inline VT splat_##SUF(float f) { return (VT){0} + f; }                               \
+    TGT static inline VT splat_##SUF(float f) { return (VT)BROADCAST(f); }                           \
     TGT static inline VT sel_##SUF(IT m, VT a, VT b) { return (VT)((m & (IT)a) | (~m & (IT)b)); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -93,9 +100,9 @@ static float slog(float z) {
 #define T256 __attribute__((target("avx2")))
 #define TBASE
 
-DEFINE_HELPERS(T512, avx512, f16v, i16v, f16u)
-DEFINE_HELPERS(T256, avx2, f8v, i8v, f8u)
-DEFINE_HELPERS(TBASE, base, f4v, i4v, f4u)
+DEFINE_HELPERS(T512, avx512, f16v, i16v, f16u, BROADCAST16)
+DEFINE_HELPERS(T256, avx2, f8v, i8v, f8u, BROADCAST8)
+DEFINE_HELPERS(TBASE, base, f4v, i4v, f4u, BROADCAST4)
 
 #define TARGET T512
 #define SUF avx512
@@ -119,7 +126,7 @@ EXPORT int mk_supports(const char *isa) {
 #else
 
 #define TBASE
-DEFINE_HELPERS(TBASE, base, f4v, i4v, f4u)
+DEFINE_HELPERS(TBASE, base, f4v, i4v, f4u, BROADCAST4)
 
 EXPORT int mk_supports(const char *isa) { return !strcmp(isa, "base"); }
 

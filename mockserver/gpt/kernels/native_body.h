@@ -174,37 +174,87 @@ TARGET EXPORT int NAME(mk_log_softmax)(const float *x, float *y, int64_t R, int6
 }
 
 /* ---- attention of one row (spec.attend) --------------------------------------------------
- * q [H, D]; the slot's keys kt [H, D, L] and values vs [H, L, D]; keys first..last. */
+ * q [H, D]; the slot's keys kt [H, D, L] and values vs [H, L, D]; keys first..last. A score
+ * sums q·k over the channels in order, vectorised over keys (four blocks of keys at a time:
+ * four independent sums). The output sums weight × value over the keys in order: a chain of
+ * dependent additions per channel, so every head's chains run side by side (their weights
+ * are all computed first) to keep the adder busy. `scores` holds H × (last − first + 1). */
+
+TARGET static void NAME(head_weights)(const float *qh, const float *kh, int64_t D, int64_t L, int64_t n, float scale,
+                                      float *scores, float *total) {
+    int64_t j = 0;
+    for (; j + 4 * VW <= n; j += 4 * VW) {
+        vn s0 = splat(0.0f), s1 = splat(0.0f), s2 = splat(0.0f), s3 = splat(0.0f);
+        for (int64_t c = 0; c < D; c++) {
+            const float *kc = kh + c * L + j;
+            vn qc = splat(qh[c]);
+            s0 = s0 + qc * load(kc);
+            s1 = s1 + qc * load(kc + VW);
+            s2 = s2 + qc * load(kc + 2 * VW);
+            s3 = s3 + qc * load(kc + 3 * VW);
+        }
+        store(scores + j, s0 * splat(scale));
+        store(scores + j + VW, s1 * splat(scale));
+        store(scores + j + 2 * VW, s2 * splat(scale));
+        store(scores + j + 3 * VW, s3 * splat(scale));
+    }
+    for (; j + VW <= n; j += VW) {
+        vn s = splat(0.0f);
+        for (int64_t c = 0; c < D; c++) s = s + splat(qh[c]) * load(kh + c * L + j);
+        store(scores + j, s * splat(scale));
+    }
+    for (; j < n; j++) {
+        float s = 0.0f;
+        for (int64_t c = 0; c < D; c++) s = s + qh[c] * kh[c * L + j];
+        scores[j] = s * scale;
+    }
+    /* The maximum, in any order (it is exact; and the sign of a zero maximum cancels out). */
+    vn mv = splat(-INFINITY);
+    for (j = 0; j + VW <= n; j += VW) mv = sel(load(scores + j) > mv, load(scores + j), mv);
+    float lanes[VW], m = -INFINITY;
+    store(lanes, mv);
+    for (int i = 0; i < VW; i++) m = lanes[i] > m ? lanes[i] : m;
+    for (; j < n; j++) m = scores[j] > m ? scores[j] : m;
+    for (j = 0; j < n; j++) scores[j] = scores[j] - m;
+    NAME(mk_exp)(scores, scores, n);
+    *total = NAME(mk_lane_sum)(scores, n);
+}
+
+TARGET static inline __attribute__((always_inline)) void NAME(weighted)(const float *vs, const float *scores,
+                                                                         const float *totals, int64_t L, int64_t D,
+                                                                         int64_t first, int64_t n, float *out,
+                                                                         const int heads, const int vecs) {
+    vn acc[8][MAX_HEAD / 4];
+    for (int h = 0; h < heads; h++)
+        for (int v = 0; v < vecs; v++) acc[h][v] = splat(0.0f);
+    for (int64_t j = 0; j < n; j++)
+        for (int h = 0; h < heads; h++) {
+            vn p = splat(scores[h * n + j]);
+            const float *vj = vs + (h * L + first + j) * D;
+            for (int v = 0; v < vecs; v++) acc[h][v] = acc[h][v] + p * load(vj + v * VW);
+        }
+    for (int h = 0; h < heads; h++)
+        for (int v = 0; v < vecs; v++) store(out + h * D + v * VW, acc[h][v] / splat(totals[h]));
+}
 
 TARGET static void NAME(attend_row)(const float *q, const float *kt, const float *vs, int64_t H, int64_t D,
                                     int64_t L, int64_t first, int64_t last, float scale, float *out, float *scores) {
     const int64_t n = last - first + 1;
     const int vecs = (int)(D / VW);
-    for (int64_t h = 0; h < H; h++) {
-        const float *qh = q + h * D, *kh = kt + h * D * L + first, *vh = vs + (h * L + first) * D;
-        int64_t j = 0;
-        for (; j + VW <= n; j += VW) {
-            vn s = splat(0.0f);
-            for (int64_t c = 0; c < D; c++) s = s + splat(qh[c]) * load(kh + c * L + j);
-            store(scores + j, s * splat(scale));
-        }
-        for (; j < n; j++) {
-            float s = 0.0f;
-            for (int64_t c = 0; c < D; c++) s = s + qh[c] * kh[c * L + j];
-            scores[j] = s * scale;
-        }
-        float m = scores[0];
-        for (j = 1; j < n; j++) m = scores[j] > m ? scores[j] : m;
-        for (j = 0; j < n; j++) scores[j] = scores[j] - m;
-        NAME(mk_exp)(scores, scores, n);
-        float total = NAME(mk_lane_sum)(scores, n);
-        vn acc[MAX_HEAD / 4];
-        for (int v = 0; v < vecs; v++) acc[v] = splat(0.0f);
-        for (j = 0; j < n; j++) {
-            vn p = splat(scores[j]);
-            for (int v = 0; v < vecs; v++) acc[v] = acc[v] + p * load(vh + j * D + v * VW);
-        }
-        for (int v = 0; v < vecs; v++) store(out + h * D + v * VW, acc[v] / splat(total));
+    float totals[8];
+    for (int64_t h0 = 0; h0 < H; h0 += 8) { /* eight heads at a time at most */
+        const int heads = (int)(H - h0 < 8 ? H - h0 : 8);
+        for (int h = 0; h < heads; h++)
+            NAME(head_weights)(q + (h0 + h) * D, kt + (h0 + h) * D * L + first, D, L, n, scale, scores + h * n,
+                               totals + h);
+        const float *vh = vs + h0 * L * D;
+        if (heads == 4 && vecs == 2)
+            NAME(weighted)(vh, scores, totals, L, D, first, n, out + h0 * D, 4, 2);
+        else if (heads == 4 && vecs == 4)
+            NAME(weighted)(vh, scores, totals, L, D, first, n, out + h0 * D, 4, 4);
+        else
+            for (int h = 0; h < heads; h++)
+                NAME(weighted)(vh + h * L * D, scores + h * n, totals + h, L, D, first, n, out + (h0 + h) * D, 1, vecs);
     }
 }
 
@@ -234,7 +284,7 @@ TARGET EXPORT int NAME(mk_forward)(const struct mk_model *m, float *keys, float 
     if (D % 16 || D > MAX_HEAD || C % 16 || V % 16) return -2;
     float *x = malloc(sizeof(float) * R * C), *h = malloc(sizeof(float) * R * C);
     float *big = malloc(sizeof(float) * R * 4 * C), *att = malloc(sizeof(float) * R * C);
-    float *scores = malloc(sizeof(float) * (L > D ? L : D));
+    float *scores = malloc(sizeof(float) * (8 * L > D ? 8 * L : D));
     float *turned = scores; /* the rotation's scratch, before attention needs the scores */
     int failed = !x || !h || !big || !att || !scores;
     if (failed) goto done;
