@@ -24,12 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import argparse
 import json
 import statistics
-import subprocess
-import tempfile
 from contextlib import ExitStack
 from typing import Any
 
-from bench import driver, procs
+from bench import baseline, driver, procs
 from bench.driver import CHAT, LONG_SUFFIX, LONG_TEXT
 from bench.loadgen import Cell
 
@@ -49,12 +47,6 @@ PROCESSORS: dict[str, Any] = {
 MIROSTAT: dict[str, Any] = {"temperature": 1.0, "seed": 1, "mirostat_target": 3.0, "ignore_eos": True}
 
 
-def _launcher(tree: Path) -> list[str]:
-    """``python -m mockserver`` importing the package from ``tree`` (not this checkout)."""
-    code = f"import sys; sys.path.insert(0, {str(tree)!r}); from mockserver.cli import main; sys.exit(main())"
-    return [sys.executable, "-c", code]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--baseline", default=FOUNDATION, help=f"git revision to compare with (default {FOUNDATION})")
@@ -62,12 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=4.0, help="measured seconds per server per round")
     a = p.parse_args(argv)
     with ExitStack() as stack:
-        tree = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mockserver-baseline-"))) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), a.baseline], cwd=procs.ROOT, check=True)
-        stack.callback(subprocess.run, ["git", "worktree", "remove", "--force", str(tree)], cwd=procs.ROOT, check=False)
+        tree = stack.enter_context(baseline.checkout(a.baseline))
         servers = {
             "baseline": stack.enter_context(
-                procs.running("baseline", procs.mockserver_command(procs.free_port(), _launcher(tree)))
+                procs.running("baseline", procs.mockserver_command(procs.free_port()), root=tree)
             ),
             "current": stack.enter_context(procs.running("current", procs.mockserver_command(procs.free_port()))),
         }

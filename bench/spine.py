@@ -39,12 +39,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from bench import procs
+from bench import baseline, procs
 
 CHAT = "/v1/chat/completions"
 PROMPT = "Tell me about the sea and the ships that sail on it, please."
@@ -146,33 +145,9 @@ def measure(
     )
 
 
-@contextmanager
-def worktree(rev: str) -> Iterator[Path]:
-    """A checkout of ``rev`` beside the repository, removed afterwards."""
-    where = Path(tempfile.mkdtemp(prefix="bench-baseline-"))
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", str(where), rev], cwd=procs.ROOT, check=True, capture_output=True
-    )
-    try:
-        yield where
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=procs.ROOT, capture_output=True)
-        shutil.rmtree(where, ignore_errors=True)
-
-
 def _serve(stack: ExitStack, name: str, extra: list[str] = (), tree: Path | None = None) -> procs.Server:  # type: ignore[assignment]
-    port = procs.free_port()
-    argv = procs.mockserver_command(port, extra=list(extra))
-    if tree is None:
-        return stack.enter_context(procs.running(name, argv))
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    log = Path(tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")[1])
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = procs.Server(name, proc, port, log)
-    stack.callback(procs.stop, server)
-    procs.wait_ready(server)
-    return server
+    argv = procs.mockserver_command(procs.free_port(), extra=list(extra))
+    return stack.enter_context(procs.running(name, argv, root=tree or procs.ROOT))
 
 
 def _script(port: int, text: str) -> None:
@@ -228,7 +203,7 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
         replay = _serve(stack, "replay", ["--cassettes", str(cassettes)])
         servers = [("ceiling", ceiling, chat), ("scripted", scripted, chat), ("replay", replay, sixteen)]
         if args.baseline:
-            tree = stack.enter_context(worktree(args.baseline))
+            tree = stack.enter_context(baseline.checkout(args.baseline))
             old = _serve(stack, f"scripted@{args.baseline}", tree=tree)
             _script(old.port, text)
             servers.append((f"scripted@{args.baseline}", old, chat))
