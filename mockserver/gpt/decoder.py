@@ -118,6 +118,8 @@ class Slots:
         """Copy ``source``'s ``slot`` into one of these slots (a new one unless ``into``)."""
         into = self.take() if into is None else into
         a, b = source.start[slot], source.end[slot]
+        if b - a > self.cache.capacity:  # never more than ``keep`` keys: within the room
+            self._resize(self.slots, min(self.room, max(b - a, 2 * self.cache.capacity)))
         self.cache.keys[:, into, :, :, : b - a] = source.cache.keys[:, slot, :, :, a:b]
         self.cache.values[:, into, :, : b - a] = source.cache.values[:, slot, :, a:b]
         self.start[into], self.end[into], self.position[into] = 0, b - a, source.position[slot]

@@ -124,3 +124,12 @@ def test_a_small_buffer_grows_without_changing_a_bit(decoder: Decoder) -> None:
     expected, _ = decoder.prefill(ids, all_logits=True)
     assert np.array_equal(np.stack(rows), expected)
     assert np.array_equal(decoder.step(slots, [(other, 5)])[0], _alone(decoder, [*_ids(3, 14), 5]))
+
+
+def test_a_copy_into_smaller_buffers_makes_them_room(decoder: Decoder) -> None:
+    prompt = _ids(200, 15)
+    _, source = decoder.prefill(prompt)
+    small = decoder.slots(1, capacity=4)
+    slot = small.copy(source, 0)
+    assert small.cache.capacity >= 200
+    assert np.array_equal(decoder.step(small, [(slot, 3)])[0], _alone(decoder, [*prompt, 3]))
