@@ -425,6 +425,24 @@ def _reachable(settings: Settings) -> str | None:
     return None
 
 
+def _kernel_usable(settings: Settings) -> str | None:
+    """Why the ``--kernel`` named cannot compute here (not built, this CPU lacks its instructions,
+    or it failed its check against the definition), in one line; None when it can. Checked at
+    start, not when the model first answers: a server that would fail every model request
+    should not start."""
+    from mockserver.backends import model_installed
+
+    if settings.kernel in ("auto", "numpy") or not model_installed():
+        return None
+    from mockserver.gpt import kernels
+
+    try:
+        kernels.load(settings.kernel)
+    except kernels.KernelUnavailable as exc:
+        return f"mockserver: cannot use --kernel {settings.kernel}: {exc}"
+    return None
+
+
 def _reason(exc: Exception) -> str:
     """Why opening failed, without the words a client's 503 says around it (the URL, "retry
     shortly"): the banner's line names the URL already, and nothing will retry."""
@@ -439,7 +457,7 @@ def _reason(exc: Exception) -> str:
 
 
 def serve(settings: Settings, workers: int = 1) -> int:
-    problem = _reachable(settings)
+    problem = _reachable(settings) or _kernel_usable(settings)
     if problem is not None:
         print(problem, file=sys.stderr)
         return 1

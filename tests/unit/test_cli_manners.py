@@ -86,6 +86,7 @@ BAD = [
     ),
     pytest.param(["--store", "foo"], "--store", ["'foo'", "'memory', 'sqlite:PATH'"], id="store"),
     pytest.param(["--max-batch", "-1"], "--max-batch", ["greater than or equal to 0", "'-1'"], id="max-batch"),
+    pytest.param(["--kernel", "fast"], "--kernel", ["'fast'", "auto, numpy, native, native-avx512"], id="kernel"),
 ]
 
 
@@ -101,6 +102,23 @@ def test_a_bad_value_is_one_line_naming_the_flag(
     for part in says:
         assert part in err, (part, err)
     assert "hunter2" not in err  # a password in a state URL is never shown
+
+
+def test_a_kernel_that_cannot_run_here_stops_the_start_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Named on a machine whose CPU lacks it (or a build without it): the server does not start
+    to fail every model request; it says so, once."""
+    from mockserver.gpt import kernels
+
+    def unavailable(choice: str = "auto") -> kernels.Kernel:
+        raise kernels.KernelUnavailable(f"this CPU does not run the {choice} kernel")
+
+    monkeypatch.setattr(kernels, "load", unavailable)
+    assert _exit(["serve", "--kernel", "native-avx512", "--port", "0"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "mockserver: cannot use --kernel native-avx512: this CPU does not run the native-avx512 kernel\n"
 
 
 def test_an_unknown_command_is_one_line() -> None:
