@@ -1,4 +1,7 @@
 """The tiny GPT and its byte-level BPE tokenizer, with the weights they ship with (``assets/``).
 
-Built by ``python -m training.train`` (outside the runtime package). The tokenizer needs no torch.
+``model.py`` defines the network in torch (and trains it: ``python -m training.train``, outside
+the runtime package); ``kernels/`` defines the arithmetic that serving computes it with, the
+same bits on every machine (NumPy, and a C copy built with the package); ``decoder.py`` runs
+sequences through that kernel. The tokenizer needs no torch.
 """
