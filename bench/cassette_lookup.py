@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from mockserver.cassettes.files import CassetteDir
-from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse
 from mockserver.cassettes.matching import Index
 
 SIZES = (10, 1_000, 10_000)
@@ -42,7 +42,9 @@ def _body(i: int) -> bytes:
 def _interactions(n: int) -> list[Interaction]:
     answer = b'{"id":"chatcmpl-1","object":"chat.completion","choices":[]}'
     uri = "https://api.openai.com/v1/chat/completions"
-    return [Interaction(Request("POST", uri, (), _body(i)), Response(200, (), answer)) for i in range(n)]
+    return [
+        Interaction(RecordedRequest("POST", uri, (), _body(i)), RecordedResponse(200, (), answer)) for i in range(n)
+    ]
 
 
 def _lookup_us(index: Index, bodies: list[bytes], rounds: int) -> float:

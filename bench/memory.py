@@ -27,7 +27,7 @@ __all__ = ["journal_bytes", "store_bytes"]
 
 def journal_bytes(raw: bytes, entries: int) -> dict[str, Any]:
     from mockserver.faults.journal import Journal
-    from mockserver.http.body import parse_lenient as parse_body
+    from mockserver.wire.json import parse_lenient as parse_body
 
     journal = Journal(size=entries)
     tracemalloc.start()

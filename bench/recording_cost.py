@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mockserver.cassettes import files
-from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, Stream, StreamEvent
 
 SIZES = (10, 1_000, 10_000)
 URI = "https://api.openai.com/v1/chat/completions"
@@ -55,7 +55,7 @@ def _interaction(i: int) -> Interaction:
     stream = i % 2 == 1
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Tell me about city #{i}."}]
     body = {"model": "gpt-4o-mini", "messages": messages, "max_tokens": 64, "stream": stream}
-    request = Request(
+    request = RecordedRequest(
         "POST",
         URI,
         (
@@ -77,7 +77,8 @@ def _interaction(i: int) -> Interaction:
             "usage": {"prompt_tokens": 31, "completion_tokens": 21, "total_tokens": 52},
         }
         return Interaction(
-            request, Response(200, (("content-type", "application/json"), *headers), json.dumps(answer).encode())
+            request,
+            RecordedResponse(200, (("content-type", "application/json"), *headers), json.dumps(answer).encode()),
         )
     words = ANSWER.split(" ")
     chunks = [
@@ -87,7 +88,8 @@ def _interaction(i: int) -> Interaction:
     events = [StreamEvent(0.2 + n * 0.02, f"data: {json.dumps(c)}\n\n".encode()) for n, c in enumerate(chunks)]
     events.append(StreamEvent(0.5, b"data: [DONE]\n\n"))
     return Interaction(
-        request, Response.streamed(200, (("content-type", "text/event-stream"), *headers), Stream(tuple(events)))
+        request,
+        RecordedResponse.streamed(200, (("content-type", "text/event-stream"), *headers), Stream(tuple(events))),
     )
 
 

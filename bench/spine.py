@@ -1,5 +1,5 @@
 """What one answer costs on each backend, beside the Starlette ceiling, in one run:
-``python bench/spine.py [--baseline REV] [--duration S] [--concurrency 1,16,64] [--out FILE]``.
+``python bench/spine.py [--baseline REV] [--duration S] [--concurrency 1,16,64] [--out FILE] [--[no-]aimock]``.
 
 Servers, each its own process, started the way users start them:
 
@@ -12,6 +12,10 @@ Servers, each its own process, started the way users start them:
 * **reference** — ``mockserver serve``: the model samples a 16-token answer.
 * **baseline-…** — with ``--baseline REV``, the same scripted and reference servers from a git
   worktree of that revision, side by side in the same run (the figures the issue compares).
+* **aimock 1.43** — a peer, not ours (``bench/aimock.py``): ``@copilotkit/aimock@1.43.0``, fetched
+  with ``npm pack`` into ``bench/.aimock/`` on first use, run by ``node`` with one catch-all fixture
+  answering the scripted text, plain and streamed. By default it joins the run when it can be
+  fetched and run (else a note says why not); ``--aimock`` requires it, ``--no-aimock`` leaves it out.
 
 Load comes from ``wrk`` (a separate C process; Debian's ``wrk``), closed loop at each
 concurrency, after a warm-up. *CPU per request* is the server process's own CPU time
@@ -43,12 +47,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from bench import baseline, procs
+from bench import aimock, baseline, procs
 
 CHAT = "/v1/chat/completions"
 PROMPT = "Tell me about the sea and the ships that sail on it, please."
 # Sentences joined until the shipped tokenizer counts 24 tokens (cut to 24 exactly).
 SENTENCES = ("Your order has shipped and should arrive on Monday.", "Thank you for shopping with us today.")
+TOKENS = 24  # of the scripted answer
 
 
 @dataclass
@@ -65,7 +70,7 @@ class Cell:
     errors: int
 
 
-def _scripted_text(tokens: int = 24) -> str:
+def _scripted_text(tokens: int = TOKENS) -> str:
     from mockserver.gpt.tokenizer import Tokenizer
 
     tok = Tokenizer.shipped()
@@ -175,7 +180,61 @@ def _sixteen(port: int) -> dict[str, Any]:
     raise RuntimeError("no seed gives a 16-token answer")
 
 
-def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
+def _aimock_peer(wanted: bool | None) -> tuple[Path, str] | None:
+    """aimock's unpacked package and the ``node`` to run it, or None. Fetched before any server starts,
+    so a registry out of reach costs seconds, not a run: by default that skips aimock with a note;
+    asked for by name (``--aimock``) it stops the run (``aimock.Unavailable``)."""
+    if wanted is False:
+        return None
+    try:
+        unpacked = aimock.package()
+        return unpacked, aimock.node(unpacked)
+    except aimock.Unavailable as exc:
+        if wanted:
+            raise
+        print(f"bench/spine.py: without aimock ({exc}); --no-aimock silences this", file=sys.stderr)
+        return None
+
+
+def _start_aimock(
+    stack: ExitStack, peer: tuple[Path, str], workdir: Path, text: str, chat: dict[str, Any], notes: dict[str, str]
+) -> procs.Server:
+    """aimock on a free loopback port with one fixture answering ``text``; checked to answer the
+    measured body, plain and streamed, with that text before anything is measured."""
+    unpacked, node_path = peer
+    chunk = aimock.stream_chunk_size(text, TOKENS)
+    fixture = aimock.write_fixture(workdir / "aimock-fixtures.json", text)
+    argv = aimock.command(unpacked, node_path, procs.free_port(), fixture, chunk)
+    server = stack.enter_context(procs.running("aimock", argv))
+    _check_answer(server.port, chat, text)
+    frames, streamed = _stream(server.port, {**chat, "stream": True})
+    assert streamed == text, streamed
+    version = subprocess.run([node_path, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    notes["aimock"] = f"{aimock.SPEC} on node {version}: dist/cli.js --chunk-size {chunk} ({frames} content frames)"
+    return server
+
+
+def _check_answer(port: int, body: dict[str, Any], text: str) -> None:
+    """A 200 whose message is ``text``: a peer answering anything else would be measured doing other work."""
+    status, raw = procs.request(port, "POST", CHAT, body)
+    assert status == 200, raw
+    content = json.loads(raw)["choices"][0]["message"]["content"]
+    assert content == text, raw
+
+
+def _stream(port: int, body: dict[str, Any]) -> tuple[int, str]:
+    """The frames of a streamed chat answer that carry content, and their text joined: the stream
+    cells compare servers that send the same text in about as many writes."""
+    status, raw = procs.request(port, "POST", CHAT, body)
+    assert status == 200, raw
+    parts: list[str] = []
+    for line in raw.decode().splitlines():
+        if line.startswith("data: ") and line != "data: [DONE]":
+            parts += [c["delta"]["content"] for c in json.loads(line[6:])["choices"] if c["delta"].get("content")]
+    return len(parts), "".join(parts)
+
+
+def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple[list[Cell], dict[str, str]]:
     levels = [int(c) for c in args.concurrency.split(",")]
     text = _scripted_text()
     chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}]}
@@ -202,6 +261,7 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
         procs.stop(recorder)
         replay = _serve(stack, "replay", ["--cassettes", str(cassettes)])
         servers = [("ceiling", ceiling, chat), ("scripted", scripted, chat), ("replay", replay, sixteen)]
+        notes["scripted stream"] = f"{_stream(scripted.port, streamed)[0]} content frames"
         if args.baseline:
             tree = stack.enter_context(baseline.checkout(args.baseline))
             old = _serve(stack, f"scripted@{args.baseline}", tree=tree)
@@ -210,6 +270,9 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
             notes["baseline"] = subprocess.run(
                 ["git", "rev-parse", "--short", args.baseline], cwd=procs.ROOT, capture_output=True, text=True
             ).stdout.strip()
+        if peer is not None:
+            servers.append((aimock.NAME, _start_aimock(stack, peer, workdir, text, chat, notes), chat))
+        streams = [s for s in servers if s[0].startswith("scripted") or s[0] == aimock.NAME]
         for concurrency in levels:
             for name, server, body in servers:
                 cells.append(
@@ -217,21 +280,20 @@ def run(args: argparse.Namespace) -> tuple[list[Cell], dict[str, str]]:
                         name, server.pid, server.port, body, "plain", concurrency, args.duration, args.warmup, workdir
                     )
                 )
-            for name, server, body in servers[1:]:
-                if name.startswith("scripted"):
-                    cells.append(
-                        measure(
-                            name,
-                            server.pid,
-                            server.port,
-                            {**body, **streamed},
-                            "stream",
-                            concurrency,
-                            args.duration,
-                            args.warmup,
-                            workdir,
-                        )
+            for name, server, body in streams:
+                cells.append(
+                    measure(
+                        name,
+                        server.pid,
+                        server.port,
+                        {**body, **streamed},
+                        "stream",
+                        concurrency,
+                        args.duration,
+                        args.warmup,
+                        workdir,
                     )
+                )
         # The model alone, at concurrency 1: latency of the 16-token answer, today against the baseline.
         cells.append(
             measure(
@@ -286,11 +348,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per cell")
     p.add_argument("--concurrency", default="1,16,64")
     p.add_argument("--out", type=Path, default=None, help="also write the table here")
+    p.add_argument(
+        "--aimock",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"measure {aimock.SPEC} too (npm pack into bench/.aimock/); default: when it can be fetched and run",
+    )
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print("bench/spine.py needs wrk (apt-get install wrk)", file=sys.stderr)
         return 2
-    cells, notes = run(args)
+    try:
+        peer = _aimock_peer(args.aimock)
+    except aimock.Unavailable as exc:
+        print(f"bench/spine.py --aimock: {exc}", file=sys.stderr)
+        return 2
+    cells, notes = run(args, peer)
     table = report(cells, notes)
     print(table)
     if args.out is not None:

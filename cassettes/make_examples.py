@@ -26,7 +26,7 @@ import httpx  # noqa: E402
 
 from mockserver.app import create_app  # noqa: E402
 from mockserver.cassettes.files import CassetteDir  # noqa: E402
-from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent  # noqa: E402
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, Stream, StreamEvent  # noqa: E402
 from mockserver.config import Settings  # noqa: E402
 from tests.support.live import serve_in_thread  # noqa: E402
 
@@ -96,10 +96,12 @@ def _tool_call_stream() -> Interaction:
         "tools": tools,
         "stream": True,
     }
-    request = Request("POST", "https://api.openai.com/v1/chat/completions", (("content-type", "application/json"),))
-    request = Request(request.method, request.uri, request.headers, json.dumps(body).encode())
+    request = RecordedRequest(
+        "POST", "https://api.openai.com/v1/chat/completions", (("content-type", "application/json"),)
+    )
+    request = RecordedRequest(request.method, request.uri, request.headers, json.dumps(body).encode())
     headers = (("content-type", "text/event-stream; charset=utf-8"),)
-    return Interaction(request, Response.streamed(200, headers, Stream(tuple(events)), "OK", events[-1].offset))
+    return Interaction(request, RecordedResponse.streamed(200, headers, Stream(tuple(events)), "OK", events[-1].offset))
 
 
 def main() -> int:

@@ -20,37 +20,37 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from mockserver import __version__
-from mockserver.answers.script import Script
+from mockserver.answers.scripted import Script
 from mockserver.backends import ModelOptions, Parts, build_chain
 from mockserver.cassettes.library import CassetteOptions, pace_of
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import Clock, SystemClock, VirtualClock
 from mockserver.config import Settings
-from mockserver.context import NOTE_KEY, Admin, Chaos, ServerContext
+from mockserver.context import Chaos, Options, ServerContext
+from mockserver.edge import Edge
+from mockserver.engine import Engine
 from mockserver.errors import APIError, ErrorStyle, InternalError, MethodNotAllowed, NotFound
+from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.catalogue import parse as parse_faults
-from mockserver.faults.injector import FaultInjector
 from mockserver.faults.journal import Journal
 from mockserver.faults.latency import Timeline
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
 from mockserver.gpt.tokenizer import ASSETS
-from mockserver.http.auth import BearerAuth, RecordingGuard
-from mockserver.http.limits import BodyLimits, Limits
-from mockserver.http.metrics import Metrics, MetricsLayer
-from mockserver.http.prefix import ProfilePrefix
+from mockserver.http.auth import Admin
+from mockserver.http.limits import Limits
+from mockserver.http.metrics import Metrics
 from mockserver.http.request_id import HEADER as REQUEST_ID
-from mockserver.http.request_id import RequestId, request_id
-from mockserver.http.sse import dumps
+from mockserver.http.request_id import request_id
+from mockserver.lifecycle.runs import Lifecycle
 from mockserver.media.vectors import MAX_INPUT_TOKENS
 from mockserver.profiles import PROFILES, Models, profile_named
-from mockserver.responses.lifecycle import Lifecycle
-from mockserver.routes.codec import Options
 from mockserver.routes.table import routes
-from mockserver.spine.backend import Backend
-from mockserver.spine.engine import Engine
+from mockserver.spine.backend import Model
 from mockserver.state.open import open_state
-from mockserver.state.sync import Bridge, FirstLook, Refresh
+from mockserver.state.sync import Bridge, Refresh
+from mockserver.wire.json import dumps
+from mockserver.wire.scope import NOTE_KEY
 
 __all__ = ["create_app"]
 
@@ -109,11 +109,10 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return response
 
 
-def _vocab_size(model: Backend | None) -> int:
-    """The model's vocabulary, read from its shipped config (no torch), unless a backend says."""
-    given = getattr(model, "vocab_size", None)
-    if isinstance(given, int):
-        return given
+def _vocab_size(model: Model | None) -> int:
+    """The model's vocabulary, read from its shipped config (no torch), unless the model says."""
+    if model is not None and model.vocab_size is not None:
+        return model.vocab_size
     config = json.loads((ASSETS / "config.json").read_text())
     return int(config["vocab_size"])
 
@@ -134,7 +133,7 @@ def _cassettes(settings: Settings) -> CassetteOptions | None:
 
 
 def create_app(
-    settings: Settings | None = None, *, clock: Clock | None = None, backend: Backend | None = None
+    settings: Settings | None = None, *, clock: Clock | None = None, backend: Model | None = None
 ) -> Starlette:
     """Build the app from ``settings`` — the one place they are read. ``clock`` and ``backend``
     (the model the chain's ``reference`` uses) are injectable, for tests."""
@@ -158,7 +157,7 @@ def create_app(
         limiter=RateLimiter(clock, settings.rate_limit_rpm, settings.rate_limit_tpm, bridge),
         replay=ReplayOrder(bridge),
     )
-    metrics = Metrics(version=__version__, backend=",".join(names), profile=settings.profile)
+    metrics = Metrics(version=__version__, backend=",".join(names), profile=settings.profile, faults=CATALOGUE)
     script = Script(bridge)
     if settings.rules:  # pinned: the file's rules outlive resets, like --faults (and stay local)
         script.load_file(settings.rules, pinned=True)
@@ -209,9 +208,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        warm_up = getattr(model, "warm_up", None)
-        if warm_up is not None:
-            warm_up()  # load the model in the background; /health answers meanwhile
+        if model is not None:
+            model.warm_up()  # load the model in the background; /health answers meanwhile
         # A state engine that cannot be reached stops start-up (StateUnavailable names it).
         await state.ping()
         bridge.loop = asyncio.get_running_loop()  # where sync callers (a test's thread) reach the state
@@ -221,13 +219,9 @@ def create_app(
         await ctx.responses.recover()
         yield
         await ctx.responses.close()  # background runs stop before the model they run on
-        for _, link in chain.links:
-            aclose = getattr(link, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        close = getattr(model, "close", None)
-        if close is not None:
-            close()
+        await chain.aclose()
+        if model is not None:
+            model.close()
         await refresh.close()
         bridge.loop = None
         await state.close()  # after the runs that write to it (the Lifecycle closed the records)
@@ -239,28 +233,21 @@ def create_app(
     )
     app.state.ctx = ctx
     app.state.metrics = metrics
-    if settings.api_keys:
-        app.add_middleware(BearerAuth, keys=frozenset(settings.api_keys), answer=_answer)
-    if settings.injector:
-        app.add_middleware(FaultInjector, ctx=ctx)  # before auth: a fault can stand in for any answer
-    elif state.shared:  # the injector pays a request's first look at the state; without it, this does
-        app.add_middleware(FirstLook, refresh=refresh, answer=_unavailable)
-    if settings.cassettes:
-        # The recording headers call the upstream and write files: the admin API's access rule.
-        app.add_middleware(RecordingGuard, admin=ctx.admin, answer=_answer)
-    # Every path, before anything reads the body: its size, depth and numbers (413 / 400).
-    app.add_middleware(BodyLimits, limits=limits, answer=_answer)
-    # Right inside the prefix layer (which only rewrites paths): it sees every request, as /v1/….
-    app.add_middleware(MetricsLayer, metrics=metrics, routes=app.routes)
-    app.add_middleware(ProfilePrefix, profiles=PROFILES, answer=_answer)  # everything after sees /v1/ paths
-    # Outermost: every answer carries its id, and the id hashes the path as the client sent it.
-    app.add_middleware(RequestId)
+    # One pass in front of every route: request id, prefix, metrics, body limits, the recording
+    # guard, the fault injector (or a shared state's first look) and the bearer keys.
+    app.add_middleware(
+        Edge,
+        ctx=ctx,
+        metrics=metrics,
+        routes=app.routes,
+        profiles=PROFILES,
+        answer=_answer,
+        injector=settings.injector,
+        recording=bool(settings.cassettes),
+        keys=frozenset(settings.api_keys),
+    )
     return app
 
 
 def _answer(problem: APIError, scope: Scope) -> Response:
-    return error_response(problem, _style(scope))
-
-
-async def _unavailable(problem: APIError, scope: Scope) -> Response:
     return error_response(problem, _style(scope))

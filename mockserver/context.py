@@ -5,32 +5,49 @@ Each part holds the few values it uses: nothing below ``create_app`` reads the s
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from starlette.types import Scope
 
-from mockserver.answers.script import Script
+from mockserver.answers.reasoning import DEFAULT_PATTERNS
+from mockserver.answers.scripted import Script
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import Clock
+from mockserver.engine import Engine
 from mockserver.faults.journal import Journal
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
+from mockserver.http.auth import Admin
 from mockserver.http.limits import Limits
-from mockserver.profiles import PROFILES, Profile
-from mockserver.responses.lifecycle import Lifecycle
-from mockserver.routes.codec import Options
-from mockserver.spine.backend import Backend, Chain
-from mockserver.spine.engine import Engine
+from mockserver.lifecycle.runs import Lifecycle
+from mockserver.profiles import PROFILES, Models, Profile
+from mockserver.spine.backend import Chain, Model
 from mockserver.state.base import State
 from mockserver.state.memory import MemoryState
 from mockserver.state.sync import Bridge, Refresh
+from mockserver.wire.scope import PROFILE_KEY
 
-__all__ = ["NOTE_KEY", "PROFILE_KEY", "Admin", "Chaos", "ServerContext"]
+__all__ = ["Chaos", "Conversation", "Memo", "Options", "ServerContext"]
 
-PROFILE_KEY = "mockserver.profile"  # set in the ASGI scope by the path-prefix middleware
-# A callable ``(what) -> None`` a test harness leaves in the scope to hear of failures a test
-# should see (a cassette miss): the error handler calls it, so nobody reads the answer's body.
-NOTE_KEY = "mockserver.note"
+
+K = TypeVar("K")
+V = TypeVar("V")
+Conversation = tuple[tuple[str, str], ...]  # (role, text) turns
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What codecs read besides the body and the profile."""
+
+    strict: bool = False  # answer exactly as the profile's provider documents
+    vocab_size: int | None = None  # the model's vocabulary (logit_bias, stop_token_ids)
+    models: Models = field(default_factory=Models)
+    reasoning_models: tuple[str, ...] = DEFAULT_PATTERNS
+    limits: Limits = field(default_factory=Limits)  # choices and list sizes one request may ask for
+    # The conversation a stored response continues (Responses' previous_response_id).
+    history: Conversation = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +75,24 @@ class Chaos:
             await self.limiter.areset()
 
 
-@dataclass(frozen=True, slots=True)
-class Admin:
-    """Who may use the admin API: loopback clients only unless ``remote``; a bearer ``token``."""
+class Memo(Generic[K, V]):
+    """A bounded map, least recently used out first: what one request computes that the next
+    identical one may take as it is (the generation handler's reading of a body). Used on the event loop only."""
 
-    token: str = ""
-    remote: bool = False
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._kept: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        found = self._kept.get(key)
+        if found is not None:
+            self._kept.move_to_end(key)
+        return found
+
+    def put(self, key: K, value: V) -> None:
+        self._kept[key] = value
+        if len(self._kept) > self.size:
+            self._kept.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +107,15 @@ class ServerContext:
     seed: int = 0  # the global seed, mixed into every request that sends none
     script: Script = field(default_factory=Script)  # scripted answers (--rules, /__mockserver/answers)
     admin: Admin = field(default_factory=Admin)
-    model: Backend | None = None  # the reference model, when the chain has it (embeddings)
+    model: Model | None = None  # the reference model, when the chain has it (embeddings)
     limits: Limits = field(default_factory=Limits)  # what one request may ask (the edge's, the injector's)
     state: State = field(default_factory=MemoryState)  # every piece of mutable state (--state)
     bridge: Bridge = field(default_factory=Bridge)  # the state, reached from sync code too
     # A request's first look at a shared state (rule versions, the clock, the journal's id).
     refresh: Refresh | None = None
+    # Bodies read before (raw bytes and what they are read as → what the handler made of
+    # them): an identical request is not validated, hashed and decoded again.
+    reads: Memo[Any, Any] = field(default_factory=Memo)
 
     def profile_of(self, scope: Scope) -> Profile:
         """The profile answering this request: its path prefix's, else the server's."""

@@ -2,7 +2,7 @@
 
 Three things outrank sampling:
 
-1. a **scripted rule** that matches the request (:mod:`mockserver.answers.script`): its text, tool
+1. a **scripted rule** that matches the request (:mod:`mockserver.answers.scripted`): its text, tool
    calls or refusal — the ``script`` backend asks for it with :func:`scripted`;
 2. a **tool call**, when the tool policy (:mod:`mockserver.answers.tool_policy`) says the model
    calls one, else

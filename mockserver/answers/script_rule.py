@@ -5,7 +5,7 @@ filters — ``endpoint``, ``model``, ``match``, ``tools``, ``nth``, ``times``, `
 its answer: ``text``, ``tool_calls``, ``refusal`` or a ``sequence`` of them), raising
 :class:`RuleError` naming the offending field; and turns a rule back into that JSON. Whether a
 rule matches a request and which answer it gives its nth call live here too; the rule book
-that holds the rules and counts their calls per session is :mod:`mockserver.answers.script`.
+that holds the rules and counts their calls per session is :mod:`mockserver.answers.scripted`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ name (``Report``: LangChain's ``ToolStrategy``, instructor).
 
 No call repeats one already answered with the same name and arguments: the director draws
 the arguments again. With ``parallel_tool_calls`` every data tool that points at the question is
-called; without it, only the first. Scripted rules (:mod:`mockserver.answers.script`) override
+called; without it, only the first. Scripted rules (:mod:`mockserver.answers.scripted`) override
 all of this.
 """
 

@@ -28,8 +28,8 @@ from mockserver.spine.stopping import TextAssembler
 
 __all__ = [
     "LARGE",
-    "Prepared",
-    "TokenMaker",
+    "IndexedTokenMaker",
+    "PromptIds",
     "echo",
     "fewest_tokens",
     "heavy",
@@ -44,11 +44,11 @@ __all__ = [
 LARGE = 64 * 1024  # characters to tokenize: a request with more is prepared off the event loop
 
 # A token's id and position → (its released text → the Token): how each token is reported.
-TokenMaker = Callable[[int, int], Callable[[str], Token]]
+IndexedTokenMaker = Callable[[int, int], Callable[[str], Token]]
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
+class PromptIds:
     """One prompt, ready: its ids, what it costs (images count though the model never sees
     them), and how many tokens each of its choices may produce."""
 
@@ -57,7 +57,7 @@ class Prepared:
     budget: int
 
 
-def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:
+def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[PromptIds]:
     """Every prompt of ``request``; all are checked before any is used (first by their size,
     before any is tokenized). ``decided``: its answers are decided (whatever ``request.answers``
     says), so a reasoning model does not think."""
@@ -72,7 +72,7 @@ def prepare(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -
     ]
     images = [p.image_tokens + sum(m.image_tokens for m in p.messages or ()) for p in request.prompts]
     sizes = [len(ids) + extra for ids, extra in zip(encoded, images, strict=True)]
-    return [Prepared(ids, size, _budget(request, size)) for ids, size in zip(encoded, sizes, strict=True)]
+    return [PromptIds(ids, size, _budget(request, size)) for ids, size in zip(encoded, sizes, strict=True)]
 
 
 def refuse_unfittable(request: GenerationRequest, tok: Tokenizer) -> None:
@@ -141,7 +141,7 @@ def _read_ids(token_ids: Sequence[int], model: str, tok: Tokenizer, param: str) 
     return vocabularies.fold_all(token_ids, model, tok.vocab_size)
 
 
-async def prepare_off_loop(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[Prepared]:
+async def prepare_off_loop(request: GenerationRequest, tok: Tokenizer, decided: bool = False) -> list[PromptIds]:
     """:func:`prepare` for a caller on the event loop: in a thread when there is much to
     tokenize (the tokenizer lets go of the GIL on long texts), so other requests go on."""
     if heavy(request):
@@ -225,7 +225,7 @@ def _budget(request: GenerationRequest, prompt_len: int) -> int:
     return wanted
 
 
-def plain_token(tok: Tokenizer) -> TokenMaker:
+def plain_token(tok: Tokenizer) -> IndexedTokenMaker:
     """Tokens reported without scores (no logprobs were asked for)."""
 
     def make(token_id: int, position: int) -> Callable[[str], Token]:
@@ -234,7 +234,7 @@ def plain_token(tok: Tokenizer) -> TokenMaker:
     return make
 
 
-def echo(ids: list[int], tok: Tokenizer, make: TokenMaker, with_tokens: bool) -> TextDelta:
+def echo(ids: list[int], tok: Tokenizer, make: IndexedTokenMaker, with_tokens: bool) -> TextDelta:
     """The prompt as completions' ``echo`` returns it (choice 0; callers re-index it)."""
     assembler = TextAssembler(())
     tokens: list[Token] = []

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 import httpx
 
 from mockserver.backends.replay import vetted
-from mockserver.cassettes.format import Interaction, Request, Response, StreamCapture
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, StreamCapture
 from mockserver.cassettes.library import HOP, MISS_HEADERS, Library
 from mockserver.errors import APIError, InvalidRequest, NotFound
-from mockserver.http import headers as h
-from mockserver.http.headers import PREFIX
-from mockserver.spine.backend import Declined
+from mockserver.spine.backend import Ask, BackendBase, Declined, Role
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
-from mockserver.spine.request import GenerationRequest, Source
+from mockserver.spine.request import Source
+from mockserver.wire import headers as h
+from mockserver.wire.headers import PREFIX
 
 if TYPE_CHECKING:
     from mockserver.backends import Parts
@@ -41,15 +41,19 @@ class UpstreamError(APIError):
     type = "upstream_error"
 
 
-class RecordBackend:
+class RecordBackend(BackendBase):
+    """A tee to the upstream that writes the cassette as it streams (a ``recording`` link)."""
+
+    role: Role = "recording"
+
     def __init__(self, library: Library) -> None:
         self.library = library
         self._client: httpx.AsyncClient | None = None
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        return self.answer(request.source)
+    def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        return self._answer(ask.source)
 
-    async def answer(self, source: Source) -> AsyncIterator[Event]:
+    async def _answer(self, source: Source) -> AsyncIterator[Event]:
         library, options = self.library, self.library.options
         vetted(library, source)  # the cassette name and the mode ceiling, before anything is fetched
         cassette = library.cassette(source)
@@ -108,11 +112,15 @@ class RecordBackend:
             if streaming:
                 ended = bool(stream.events) and b"[DONE]" in stream.events[-1].data
                 stream = replace(stream, end="reset" if end == "reset" else ("done" if ended else "eof"))
-                recorded = Response.streamed(response.status_code, kept, stream, response.reason_phrase, elapsed)
+                recorded = RecordedResponse.streamed(
+                    response.status_code, kept, stream, response.reason_phrase, elapsed
+                )
             else:
                 body = b"".join(e.data for e in stream.events)
-                recorded = Response(response.status_code, kept, body, response.reason_phrase, None, elapsed)
-            interaction = Interaction(Request(source.method, url, tuple(headers), source.body), recorded).redacted()
+                recorded = RecordedResponse(response.status_code, kept, body, response.reason_phrase, None, elapsed)
+            interaction = Interaction(
+                RecordedRequest(source.method, url, tuple(headers), source.body), recorded
+            ).redacted()
             await library.keep(cassette, interaction)
 
     async def aclose(self) -> None:

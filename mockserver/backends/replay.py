@@ -18,7 +18,7 @@ headers ask: a cassette name that stays inside the directory (400 naming
 ``x-mockserver-cassette``), and a record mode no higher than the server's own
 ``--record-mode``, the ceiling, in the order ``none < once < new_episodes < all`` (403 naming
 ``x-mockserver-record-mode``). Who may send those headers at all is the admin rule's
-(:class:`mockserver.http.auth.RecordingGuard`).
+(:func:`mockserver.http.auth.recording_problem`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from mockserver.cassettes.library import HOP, RECORD_MODES, Library, RecordMode,
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.cassettes.refold import fold, unfold
 from mockserver.errors import Forbidden, InvalidRequest
-from mockserver.http import headers as h
-from mockserver.http.sse import dumps
-from mockserver.spine.backend import Declined
+from mockserver.spine.backend import Ask, BackendBase, Declined, Role
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
-from mockserver.spine.request import GenerationRequest, Source
+from mockserver.spine.request import Source
+from mockserver.wire import headers as h
+from mockserver.wire.json import dumps
 
 if TYPE_CHECKING:
     from mockserver.backends import Parts
@@ -50,7 +50,11 @@ _JSON = (b"content-type", b"application/json")
 _SSE = ((b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"))
 
 
-class ReplayBackend:
+class ReplayBackend(BackendBase):
+    """Recordings served as the provider's bytes (a ``recording`` link of the chain)."""
+
+    role: Role = "recording"
+
     def __init__(self, library: Library, order: ReplayOrder) -> None:
         self.library = library
         self.order = order
@@ -60,10 +64,10 @@ class ReplayBackend:
         self._made: dict[tuple[int, bool, bool], tuple[Event, ...]] = {}
         self._generation = library.generation
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        return self.answer(request.source)
+    def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        return self._answer(ask.source)
 
-    async def answer(self, source: Source) -> AsyncIterator[Event]:
+    async def _answer(self, source: Source) -> AsyncIterator[Event]:
         """The recording of ``source`` (any endpoint's: it needs nothing but the request)."""
         if vetted(self.library, source) == "all":
             raise Declined()

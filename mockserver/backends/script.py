@@ -1,6 +1,6 @@
 """The ``script`` backend: answers decided by scripted rules, played without the model.
 
-A rule that matches the request (:mod:`mockserver.answers.script`) decides its answer; any
+A rule that matches the request (:mod:`mockserver.answers.scripted`) decides its answer; any
 other request is declined, for the next backend of the chain. The answer is tokenized with
 the shipped tokenizer and released token by token exactly as the reference backend releases a
 decided answer (:mod:`mockserver.backends.recital`): the same chunks, ``usage``, ``max_tokens``
@@ -18,11 +18,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mockserver.answers import director
-from mockserver.answers.script import Script
+from mockserver.answers.scripted import Script
 from mockserver.backends import ModelNotInstalled, model_installed, prompts
 from mockserver.backends.recital import Recital
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.spine.backend import Backend, Declined
+from mockserver.spine.backend import Ask, BackendBase, Declined, Model, Role
 from mockserver.spine.events import Event, Finished, Refusal, Started, TextDelta, ToolCallDelta, Usage
 from mockserver.spine.request import Answer, GenerationRequest
 from mockserver.spine.stopping import TextAssembler
@@ -33,14 +33,16 @@ if TYPE_CHECKING:
 __all__ = ["ScriptBackend", "from_parts", "play"]
 
 
-class ScriptBackend:
-    """Backend over a :class:`~mockserver.answers.script.Script`; ``scorer`` gives the backend
+class ScriptBackend(BackendBase):
+    """Backend over a :class:`~mockserver.answers.scripted.Script`; ``scorer`` gives the model
     that scores an answer when logprobs are asked for (the reference model)."""
+
+    role: Role = "script"
 
     def __init__(
         self,
         script: Script,
-        scorer: Callable[[], Backend] | None = None,
+        scorer: Callable[[], Model] | None = None,
         tokenizer: Callable[[], Tokenizer] = Tokenizer.shipped,
     ) -> None:
         self.script = script
@@ -52,9 +54,10 @@ class ScriptBackend:
         """No rule at all: the chain passes by without building the request."""
         return self.script.empty
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
         if self.script.empty:
             raise Declined()
+        request = await ask.request()
         source = request.source
         answer = await self.script.answer(request, source.surface, source.session)
         if answer is None:
@@ -132,7 +135,7 @@ def play(
 
 
 def _whole(
-    request: GenerationRequest, tok: Tokenizer, prepared: list[prompts.Prepared], answers: tuple[Answer | None, ...]
+    request: GenerationRequest, tok: Tokenizer, prepared: list[prompts.PromptIds], answers: tuple[Answer | None, ...]
 ) -> list[Event] | None:
     """The events of a request that is not streamed, made answer by answer instead of token by
     token: its body is the same fold. None when a stop string could cut an answer, or the budget

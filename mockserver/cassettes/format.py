@@ -70,8 +70,8 @@ __all__ = [
     "EndKind",
     "Headers",
     "Interaction",
-    "Request",
-    "Response",
+    "RecordedRequest",
+    "RecordedResponse",
     "Stream",
     "StreamCapture",
     "StreamEvent",
@@ -112,7 +112,7 @@ def _header(headers: Headers, name: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class RecordedRequest:
     """What was sent. ``uri`` is absolute as recorded (vcrpy needs scheme and host)."""
 
     method: str
@@ -142,7 +142,7 @@ class Stream:
 
 
 @dataclass(frozen=True, slots=True)
-class Response:
+class RecordedResponse:
     """What came back. For a stream, ``body`` is exactly its events' bytes joined: that is
     what vcrpy replays, and what a non-stream replay folds."""
 
@@ -160,7 +160,7 @@ class Response:
     @classmethod
     def streamed(
         cls, status: int, headers: Headers, stream: Stream, reason: str = "", elapsed: float | None = None
-    ) -> Response:
+    ) -> RecordedResponse:
         body = b"".join(event.data for event in stream.events)
         return cls(status, headers, body, reason, stream, elapsed)
 
@@ -170,8 +170,8 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class Interaction:
-    request: Request
-    response: Response
+    request: RecordedRequest
+    response: RecordedResponse
 
     def redacted(self) -> Interaction:
         """This interaction with every credential gone (see :mod:`mockserver.cassettes.redact`)."""
@@ -190,7 +190,7 @@ class Interaction:
             clean = redact.redact_events([e.data for e in resp.stream.events])
             events = tuple(replace(e, data=data) for e, data in zip(resp.stream.events, clean, strict=True))
             stream = replace(resp.stream, events=events)
-            response = Response.streamed(resp.status, headers, stream, resp.reason, resp.elapsed)
+            response = RecordedResponse.streamed(resp.status, headers, stream, resp.reason, resp.elapsed)
         return Interaction(request, response)
 
 
@@ -317,7 +317,7 @@ def complete(text: str) -> tuple[str, int]:
     return text[:whole], len(text) - whole
 
 
-def _response_dict(resp: Response) -> dict[str, Any]:
+def _response_dict(resp: RecordedResponse) -> dict[str, Any]:
     extra: dict[str, Any] = {"format": FORMAT}
     if resp.elapsed is not None:
         extra["elapsed"] = resp.elapsed
@@ -375,13 +375,13 @@ def _headers(raw: object) -> Headers:
     return tuple(pairs)
 
 
-def _request(vcr_request: Any) -> Request:
-    return Request(
+def _request(vcr_request: Any) -> RecordedRequest:
+    return RecordedRequest(
         str(vcr_request.method), str(vcr_request.uri), _headers(dict(vcr_request.headers)), _bytes(vcr_request.body)
     )
 
 
-def _response(raw: dict[str, Any]) -> Response:
+def _response(raw: dict[str, Any]) -> RecordedResponse:
     if "status_code" in raw:  # the layout older vcrpy versions wrote for httpx
         raw = {
             "status": {"code": raw["status_code"]},
@@ -402,11 +402,11 @@ def _response(raw: dict[str, Any]) -> Response:
         if end not in get_args(EndKind):
             raise ValueError(f"unknown stream end {end!r}")
         offsets = [float(x) for x in recorded.get("offsets") or []]
-        return Response.streamed(int(status["code"]), headers, _stream(body, offsets, end), reason, elapsed)
+        return RecordedResponse.streamed(int(status["code"]), headers, _stream(body, offsets, end), reason, elapsed)
     if not extra and "text/event-stream" in (_header(headers, "content-type") or ""):
         inferred: EndKind = "done" if _DONE.search(body) else "eof"
-        return Response.streamed(int(status["code"]), headers, _stream(body, [], inferred), reason, elapsed)
-    return Response(int(status["code"]), headers, body, reason, None, elapsed)
+        return RecordedResponse.streamed(int(status["code"]), headers, _stream(body, [], inferred), reason, elapsed)
+    return RecordedResponse(int(status["code"]), headers, body, reason, None, elapsed)
 
 
 def _stream(body: bytes, offsets: Sequence[float], end: EndKind) -> Stream:

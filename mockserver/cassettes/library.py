@@ -33,8 +33,8 @@ from mockserver.cassettes.format import Interaction
 from mockserver.cassettes.matching import Index, Key, Miss
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.http import headers as h
 from mockserver.spine.request import Source
+from mockserver.wire import headers as h
 
 __all__ = [
     "HOP",

@@ -6,9 +6,9 @@ A fault spec is ``name[=value][,key=value…][@p=probability]``; several are joi
     x-mockserver-fault: stream.cut_after=3; latency.ttft=250
     x-mockserver-fault: http.500@p=0.25
 
-Each name belongs to a *phase*, which says where :mod:`mockserver.faults.injector` (HTTP, transport
+Each name belongs to a *phase*, which says where :mod:`mockserver.edge.injection` (HTTP, transport
 and stream faults, at the ASGI level, so every backend and endpoint gets them) or
-:mod:`mockserver.spine.engine` (content faults and latency, on the event stream) applies it. A
+:mod:`mockserver.engine` (content faults and latency, on the event stream) applies it. A
 probability is drawn from the request's own seeded generator (:func:`request_rng`), so
 identical requests get identical decisions, run after run and process after process.
 

@@ -3,7 +3,7 @@
 ``http.429`` is OpenAI's rate-limit body with ``retry-after``, ``retry-after-ms`` and the
 ``x-ratelimit-*`` headers; ``http.502`` is the HTML a proxy in front of a provider sends; the
 rest are OpenAI's envelopes for each status. The injector answers them before anything else
-runs (:mod:`mockserver.faults.injector`).
+runs (:mod:`mockserver.edge.injection`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mockserver.faults.catalogue import Fault
+from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event, RecordedFrame, RecordedHead, Started, TextDelta
 
 __all__ = ["Distribution", "Timeline", "paced"]
@@ -146,9 +147,7 @@ async def paced(
         async for event in _schedule(events, timeline, draw, wait, rng, scale):
             yield event
     finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await aclose(events)
 
 
 async def _schedule(

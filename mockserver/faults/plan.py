@@ -1,6 +1,6 @@
 """A request's faults between the edge that decides them and the code that applies them.
 
-The injector (:mod:`mockserver.faults.injector`) decides the plan and leaves it in the ASGI
+The injector (:mod:`mockserver.edge.injection`) decides the plan and leaves it in the ASGI
 scope; whatever applies a fault notes it in the scope's *applied* list — the injector its
 HTTP and transport faults, the generation handler those its answer really gets. Only applied
 faults are reported (``x-mockserver-faults``, the journal, ``/metrics``): a stream fault on a
@@ -14,11 +14,9 @@ from collections.abc import Iterable, MutableMapping, Sequence
 from typing import Any
 
 from mockserver.faults.catalogue import Fault
+from mockserver.wire.scope import APPLIED_KEY, PLAN_KEY
 
-__all__ = ["APPLIED_KEY", "PLAN_KEY", "applicable", "note", "planned"]
-
-PLAN_KEY = "mockserver.faults"  # tuple[Fault, ...]: decided at the edge
-APPLIED_KEY = "mockserver.applied"  # list[Fault]: applied so far (shared by copies of the scope)
+__all__ = ["applicable", "note", "planned"]
 
 
 def planned(scope: MutableMapping[str, Any]) -> tuple[Fault, ...]:

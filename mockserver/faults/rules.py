@@ -146,7 +146,7 @@ class RuleBook(Cached):
     """The live rules and their call counters, kept in the state (``bridge``): safe to change
     while requests run, and every process's on a shared state.
 
-    As with scripted answers (:class:`mockserver.answers.script.Script`): the rules live in the
+    As with scripted answers (:class:`mockserver.answers.scripted.Script`): the rules live in the
     state's map ``faults:rules``, this process keeps a copy reloaded when ``faults:version``
     moves, and each session's call counts are counters under ``faults:s:<session>:``. The
     ``--faults`` defaults are configuration every process has: they are never written.

@@ -12,33 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from mockserver.faults.catalogue import Fault
-from mockserver.http.body import Json
-from mockserver.http.link import Link
+from mockserver.wire.json import Json
+from mockserver.wire.stream import DONE, Connection, StreamEnded
 
-__all__ = ["KEEPALIVE", "StreamEnded", "StreamFaults"]
+__all__ = ["KEEPALIVE", "StreamFaults"]
 
 KEEPALIVE = b": keep-alive\n\n"
-DONE = b"data: [DONE]"  # a stream's terminator, as it starts (a recording's may end in CRLF)
-
-
-class StreamEnded(Exception):
-    """The stream ends here, on purpose; ``how`` is the journal's ending (``eof``, ``reset``,
-    ``stall``…), and ``after`` what to do once what was written is out (reset the connection)."""
-
-    def __init__(self, how: str, after: Callable[[], None] | None = None) -> None:
-        super().__init__(how)
-        self.how = how
-        self.after = after
 
 
 class StreamFaults:
-    """One response's faults of kind ``stream``; ``link`` is its connection (resets, stalls)."""
+    """One response's faults of kind ``stream`` (a :class:`~mockserver.wire.stream.FrameFilter`);
+    ``link`` is its connection (resets, stalls)."""
 
-    def __init__(self, faults: Sequence[Fault], link: Link) -> None:
+    def __init__(self, faults: Sequence[Fault], link: Connection) -> None:
         self._f = {f.name: f for f in faults}
         self._link = link
         error = self._f.get("stream.error_at")

@@ -29,13 +29,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-__all__ = ["FAMILIES", "Family", "end_of_text", "family", "fold", "fold_all", "vocabulary"]
+__all__ = ["FAMILIES", "VocabularyFamily", "end_of_text", "family", "fold", "fold_all", "vocabulary"]
 
 SPECIALS = 3  # the reference tokenizer's <|endoftext|>, <|im_start|>, <|im_end|>: ids 0, 1, 2
 _GOLDEN = 2654435761  # Knuth's multiplicative hash constant (⌊2³² / φ⌋): spreads neighbours apart
 
 
-class Family:
+class VocabularyFamily:
     """A tokenizer family: its name (tiktoken's encoding), size and end-of-text id."""
 
     __slots__ = ("end_of_text", "name", "size")
@@ -49,12 +49,12 @@ class Family:
 # tiktoken's n_vocab: the mergeable ranks plus the special tokens (cl100k: 100,256 ranks, then
 # <|endoftext|> 100257 … <|endofprompt|> 100276; o200k: 199,998 ranks, <|endoftext|> 199999 …
 # <|endofprompt|> 200018; o200k_harmony, gpt-oss's, reserves specials up to 201087).
-FAMILIES: dict[str, Family] = {
-    "o200k_harmony": Family("o200k_harmony", 201_088, 199_999),
-    "o200k_base": Family("o200k_base", 200_019, 199_999),
-    "cl100k_base": Family("cl100k_base", 100_277, 100_257),
-    "p50k_base": Family("p50k_base", 50_281, 50_256),
-    "r50k_base": Family("r50k_base", 50_257, 50_256),
+FAMILIES: dict[str, VocabularyFamily] = {
+    "o200k_harmony": VocabularyFamily("o200k_harmony", 201_088, 199_999),
+    "o200k_base": VocabularyFamily("o200k_base", 200_019, 199_999),
+    "cl100k_base": VocabularyFamily("cl100k_base", 100_277, 100_257),
+    "p50k_base": VocabularyFamily("p50k_base", 50_281, 50_256),
+    "r50k_base": VocabularyFamily("r50k_base", 50_257, 50_256),
 }
 
 # Model id prefixes → family, longest first wins (tiktoken's MODEL_PREFIX_TO_ENCODING, in short).
@@ -88,7 +88,7 @@ _EXACT = {name: "r50k_base" for name in (*_GPT3, *(f"text-{m}-001" for m in _GPT
 
 
 @functools.lru_cache(maxsize=4096)  # asked twice per request, for a handful of model ids
-def family(model: str) -> Family | None:
+def family(model: str) -> VocabularyFamily | None:
     """The tokenizer family of model id ``model``; None for a model of no known family."""
     name = model.rsplit("/", 1)[-1].lower()  # "openai/gpt-4o", "accounts/x/models/gpt-oss-20b"
     name = name.removeprefix("ft:")

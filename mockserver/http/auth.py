@@ -2,7 +2,7 @@
 
 The **admin rule** (:func:`admin_problem`) guards the admin API under ``/__mockserver/`` and
 every per-request header that changes the server's state or makes it call the upstream
-(``x-mockserver-record-mode``, ``x-mockserver-cassette``; see :class:`RecordingGuard`): the
+(``x-mockserver-record-mode``, ``x-mockserver-cassette``; see :func:`recording_problem`): the
 client must be on loopback (unless ``--admin-remote``), and must send the ``--admin-token``,
 when one is set, as ``Authorization: Bearer <token>`` or ``x-mockserver-admin-token: <token>``
 (the latter for provider paths, whose ``Authorization`` carries the API key; like every
@@ -12,16 +12,23 @@ when one is set, as ``Authorization: Bearer <token>`` or ``x-mockserver-admin-to
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from mockserver.context import Admin
 from mockserver.errors import APIError, AuthenticationError, Forbidden
-from mockserver.http import headers as h
+from mockserver.wire import headers as h
 
-__all__ = ["LOOPBACK", "BearerAuth", "RecordingGuard", "admin_problem", "same_token"]
+__all__ = ["LOOPBACK", "Admin", "admin_problem", "bearer_problem", "recording_problem", "same_token"]
+
+@dataclass(frozen=True, slots=True)
+class Admin:
+    """Who may use the admin API: loopback clients only unless ``remote``; a bearer ``token``."""
+
+    token: str = ""
+    remote: bool = False
+
 
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
 
@@ -65,61 +72,31 @@ def admin_problem(
     return None
 
 
-class RecordingGuard:
+def recording_problem(admin: Admin, scope: Scope) -> APIError | None:
     """The admin rule for ``x-mockserver-record-mode`` and ``x-mockserver-cassette`` on the
     provider paths: 403 (or 401 without the admin token) naming the header, before anything
-    reads the cassettes or calls the upstream. What modes a request may ask, and which names,
-    the cassette backends check (:func:`mockserver.backends.replay.vetted`)."""
-
-    def __init__(self, app: ASGIApp, admin: Admin, answer: Callable[[APIError, Scope], Response]) -> None:
-        self.app = app
-        self.admin = admin
-        self.answer = answer  # the error as the request's profile words it
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            asked = next((key for key, _ in scope["headers"] if key in (h.RECORD_MODE, h.CASSETTE)), None)
-            if asked is not None:
-                client = scope.get("client")
-                problem = admin_problem(
-                    self.admin,
-                    client[0] if client else None,
-                    scope["headers"],
-                    f"The header {h.name(asked)}",
-                    h.name(asked),
-                )
-                if problem is not None:
-                    await self.answer(problem, scope)(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
-
-
-class BearerAuth:
-    """401 unless the bearer token is one of ``keys`` (an empty set accepts anything)."""
-
-    def __init__(self, app: ASGIApp, keys: frozenset[str], answer: Callable[[APIError, Scope], Response]) -> None:
-        self.app = app
-        self.keys = keys
-        self.answer = answer  # the error as the request's profile words it
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.keys and scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            problem = self._problem(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
-            if problem is not None:
-                await self.answer(problem, scope)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    def _problem(self, header: str) -> AuthenticationError | None:
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return AuthenticationError(
-                "You didn't provide an API key. You need to provide your API key in an Authorization "
-                "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                code="missing_api_key",
-            )
-        token = token.strip()
-        if token not in self.keys:
-            shown = token[:3] + "*" * 4 + token[-4:] if len(token) > 8 else "*" * 4
-            return AuthenticationError(f"Incorrect API key provided: {shown}.", code="invalid_api_key")
+    reads the cassettes or calls the upstream (None: not asked, or allowed). What modes a request
+    may ask, and which names, the cassette backends check (:func:`mockserver.backends.replay.vetted`)."""
+    asked = next((key for key, _ in scope["headers"] if key in (h.RECORD_MODE, h.CASSETTE)), None)
+    if asked is None:
         return None
+    client = scope.get("client")
+    what = f"The header {h.name(asked)}"
+    return admin_problem(admin, client[0] if client else None, scope["headers"], what, h.name(asked))
+
+
+def bearer_problem(keys: frozenset[str], scope: Scope) -> AuthenticationError | None:
+    """401 unless the request's bearer token is one of ``keys`` (None: it is)."""
+    header = next((value for key, value in scope["headers"] if key == b"authorization"), b"").decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return AuthenticationError(
+            "You didn't provide an API key. You need to provide your API key in an Authorization "
+            "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+            code="missing_api_key",
+        )
+    token = token.strip()
+    if token not in keys:
+        shown = token[:3] + "*" * 4 + token[-4:] if len(token) > 8 else "*" * 4
+        return AuthenticationError(f"Incorrect API key provided: {shown}.", code="invalid_api_key")
+    return None

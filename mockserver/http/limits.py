@@ -1,10 +1,10 @@
 """What one request may ask of the server, and the edge that holds every request to it.
 
 :class:`Limits` are data, built once by ``create_app`` from the settings (``--max-body-bytes``,
-``--max-json-depth``, ``--max-choices``, ``--max-list``) and handed down: to :class:`BodyLimits`
-here, and to the codecs through their :class:`~mockserver.routes.codec.Options`.
+``--max-json-depth``, ``--max-choices``, ``--max-list``) and handed down: to the edge, and to
+the codecs through their :class:`~mockserver.routes.codec.Options`.
 
-:class:`BodyLimits` sits at the edge, in front of every path (``/v1/…``, ``/__mockserver/…``
+The edge calls :func:`take_body`, in front of every path (``/v1/…``, ``/__mockserver/…``
 and the rest). For a request with a body it
 
 * answers 413 at once when ``content-length`` says the body is over the limit (nothing of
@@ -13,25 +13,26 @@ and the rest). For a request with a body it
 * for a JSON body (one that opens with ``{`` or ``[``), answers 400 when it nests deeper than
   the limit (:func:`too_deep`, a scan of the bytes, before any parser recurses into it) or
   holds a number JSON has no room for (``NaN``, ``Infinity``, ``1e400``: see
-  :func:`~mockserver.http.body.loads`), naming the field;
-* leaves ``(raw, parsed)`` in the scope under :data:`~mockserver.http.body.BODY_KEY`, so the
+  :func:`~mockserver.wire.json.loads`), naming the field;
+* leaves ``(raw, parsed)`` in the scope under :data:`~mockserver.wire.scope.BODY_KEY`, so the
   body is parsed once, here, and passes it on to the app replayed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope
 
-from mockserver.errors import APIError, InvalidRequest, RequestTooLarge
-from mockserver.http.body import BODY_KEY, NotJson, loads, read_body, replaying
+from mockserver.errors import InvalidRequest, RequestTooLarge
+from mockserver.http.body import read_body
+from mockserver.http.gone import ClientGone
+from mockserver.wire.json import NotJson, loads
+from mockserver.wire.scope import BODY_KEY
 
-__all__ = ["BodyLimits", "Limits", "TooDeep", "too_deep"]
+__all__ = ["Limits", "TooDeep", "take_body", "too_deep"]
 
 LARGE = 64 * 1024  # bytes: a body this big is scanned for depth off the event loop
 
@@ -112,52 +113,33 @@ def _json_text(raw: bytes) -> bool:
     return raw[:1] in (b"{", b"[") or raw.lstrip()[:1] in (b"{", b"[")
 
 
-Answer = Callable[[APIError, Scope], Response]
+async def take_body(scope: Scope, receive: Receive, limits: Limits) -> bytes | None:
+    """The request's body, read against ``limits`` (see the module docstring); a JSON one is left
+    parsed in the scope under :data:`~mockserver.wire.scope.BODY_KEY`. None: the request has no
+    body (nothing was read). Raises :class:`~mockserver.errors.RequestTooLarge` (413) or
+    :class:`~mockserver.errors.InvalidRequest` (400) for a body the limits refuse, and
+    :class:`~mockserver.http.gone.ClientGone` when the client left while sending it."""
+    length, chunked = _framing(scope["headers"])
+    if not chunked and not length:  # no body: nothing to hold
+        return None
+    limit = limits.body_bytes
+    if length is not None and length > limit:
+        raise RequestTooLarge(limit, length)
+    raw = await read_body(receive, limit)
+    if raw is None:  # the client left while sending it: nobody to answer
+        raise ClientGone()
+    if _json_text(raw):
+        scope[BODY_KEY] = (raw, await _parsed(raw, limits.json_depth))
+    return raw
 
 
-class BodyLimits:
-    """The edge (see the module docstring). ``answer`` words an error as the request's profile does."""
-
-    def __init__(self, app: ASGIApp, limits: Limits, answer: Answer) -> None:
-        self.app = app
-        self.limits = limits
-        self.answer = answer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length, chunked = _framing(scope["headers"])
-        if not chunked and not length:  # no body: nothing to hold
-            await self.app(scope, receive, send)
-            return
-        limit = self.limits.body_bytes
-        if length is not None and length > limit:
-            await self.answer(RequestTooLarge(limit, length), scope)(scope, receive, send)
-            return
-        try:
-            raw = await read_body(receive, limit)
-        except RequestTooLarge as exc:
-            await self.answer(exc, scope)(scope, receive, send)
-            return
-        if raw is None:  # the client left while sending it: nobody to answer
-            return
-        if _json_text(raw):
-            try:
-                scope[BODY_KEY] = (raw, await self._parsed(raw))
-            except InvalidRequest as exc:
-                await self.answer(exc, scope)(scope, receive, send)
-                return
-        await self.app(scope, replaying(raw, receive), send)
-
-    async def _parsed(self, raw: bytes) -> Any:
-        """The JSON body (None when it is not JSON: the handler says why), or the 400 for a body
-        too deep or holding a number JSON cannot carry."""
-        depth = self.limits.json_depth
-        deep = await asyncio.to_thread(too_deep, raw, depth) if len(raw) > LARGE else too_deep(raw, depth)
-        if deep:
-            raise TooDeep(depth)
-        try:
-            return loads(raw)
-        except NotJson:
-            return None
+async def _parsed(raw: bytes, depth: int) -> Any:
+    """The JSON body (None when it is not JSON: the handler says why), or the 400 for a body
+    too deep or holding a number JSON cannot carry."""
+    deep = await asyncio.to_thread(too_deep, raw, depth) if len(raw) > LARGE else too_deep(raw, depth)
+    if deep:
+        raise TooDeep(depth)
+    try:
+        return loads(raw)
+    except NotJson:
+        return None

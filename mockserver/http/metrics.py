@@ -1,19 +1,19 @@
-"""Prometheus metrics: the layer that counts every request, and ``GET /metrics``.
+"""Prometheus metrics: the counts the edge keeps of every request, and ``GET /metrics``.
 
 Each app owns a :class:`~prometheus_client.CollectorRegistry` (never the process-global
 default: a test suite builds many apps in one process, and each must count only its own).
 
 Series are labelled by the route's path *template* (``/v1/responses/{response_id}``), never
 the raw path: ids in paths would make a series per request. A path no route matches is
-``other``. The layer sits just inside :class:`~mockserver.http.prefix.ProfilePrefix`, which only
-rewrites paths and never answers, so it still sees every request, already as ``/v1/…`` with
-its profile known. ``/metrics`` is answered here and not counted (a scrape counting itself
+``other``. The edge (:mod:`mockserver.edge`) counts each request right after its path
+prefix is read, so it sees every request, already as ``/v1/…`` with its profile known.
+``/metrics`` is answered here and not counted (a scrape counting itself
 only adds noise); ``/health`` is counted under its own endpoint. A request answered with no
 status line at all (a transport fault, a client gone first) has ``status="none"``.
 
 Tokens are counted where they are known without touching any handler: the engine hands each
 answer's one :class:`~mockserver.spine.events.Usage` event to :meth:`Metrics.count_usage`,
-and a context variable set by the layer says which endpoint and profile the generation runs
+and a context variable set by the edge (:func:`measuring`) says which endpoint and profile the generation runs
 for (background Responses runs inherit it when their task is spawned). Recordings carry
 no usage event, so replays count no tokens.
 """
@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import bisect
 import re
-import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -36,15 +35,11 @@ from prometheus_client.core import (
     Metric,
 )
 from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope, Send
 
-from mockserver.context import PROFILE_KEY
-from mockserver.faults.catalogue import CATALOGUE
-from mockserver.faults.plan import APPLIED_KEY
-from mockserver.http import headers as h
 from mockserver.spine.events import Usage
 
-__all__ = ["Endpoints", "Metrics", "MetricsLayer"]
+__all__ = ["METHODS", "OTHER", "Endpoints", "Metrics", "measured", "measuring"]
 
 OTHER = "other"
 # Methods are labelled as sent only if they are HTTP's own: a client inventing methods must not
@@ -58,6 +53,17 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 _CURRENT: ContextVar[tuple[str, str] | None] = ContextVar("mockserver_metrics_request", default=None)
 
 
+def measuring(endpoint: str, profile: str) -> Token[tuple[str, str] | None]:
+    """Say which endpoint and profile the generations run from here on are for (the edge, per
+    request); ``_CURRENT.reset`` the token it returns when the request is answered."""
+    return _CURRENT.set((endpoint, profile))
+
+
+def measured(token: Token[tuple[str, str] | None]) -> None:
+    """Undo :func:`measuring`."""
+    _CURRENT.reset(token)
+
+
 class Metrics:
     """Every series mockserver exports, in a registry of its own.
 
@@ -66,8 +72,11 @@ class Metrics:
     update happens on the event loop's thread.
     """
 
-    def __init__(self, *, version: str, backend: str, profile: str) -> None:
+    def __init__(self, *, version: str, backend: str, profile: str, faults: Iterable[str] = ()) -> None:
+        """``faults``: the fault names counted by name (the catalogue's); any other is ``other``,
+        so a client naming faults cannot invent series."""
         self.registry = CollectorRegistry()
+        self.known_faults = frozenset(faults)
         self.profile = profile  # the server's own: unprefixed paths are answered as it
         self.in_flight = 0
         self.requests: dict[tuple[str, str, str, str], int] = {}  # endpoint, method, status, profile
@@ -81,6 +90,13 @@ class Metrics:
     def exposition(self) -> bytes:
         """The text format Prometheus scrapes."""
         return generate_latest(self.registry)
+
+    async def expose(self, scope: Scope, send: Send) -> None:
+        """Answer ``GET /metrics`` (and ``HEAD``)."""
+        body = self.exposition()
+        headers = [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
     def answered(self, endpoint: str, method: str, status: int, profile: str, seconds: float) -> None:
         key = (endpoint, method, str(status) if status else "none", profile)
@@ -109,7 +125,7 @@ class Metrics:
         for rendered in header.decode("latin-1").split(";"):
             name = re.split(r"[=,@]", rendered.strip(), maxsplit=1)[0]
             if name:
-                key = (endpoint, name if name in CATALOGUE else OTHER)
+                key = (endpoint, name if name in self.known_faults else OTHER)
                 self.faults[key] = self.faults.get(key, 0) + 1
 
 
@@ -185,71 +201,3 @@ class Endpoints:
             if regex.match(path):
                 return template
         return OTHER
-
-
-class MetricsLayer:
-    """ASGI middleware: counts, times and labels each request; answers ``GET /metrics``."""
-
-    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Iterable[BaseRoute]) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.endpoints = Endpoints(routes)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
-            await self._expose(scope, send)
-            return
-        m = self.metrics
-        method: str = scope["method"] if scope["method"] in METHODS else OTHER
-        endpoint = self.endpoints.label(scope["path"])
-        profile: str = scope.get(PROFILE_KEY) or m.profile
-        status = 0  # none sent: a transport fault, or a client gone before the answer
-        started = time.perf_counter()
-        counted = faulted = False
-
-        def count() -> None:
-            nonlocal counted
-            counted = True
-            m.in_flight -= 1
-            m.answered(endpoint, method, status, profile, time.perf_counter() - started)
-
-        async def watch(message: Message) -> None:
-            nonlocal status, faulted
-            kind = message["type"]
-            if kind == "http.response.body":
-                # Counted before the last byte goes out, so a client that has its answer and
-                # then scrapes always sees it counted.
-                if not message.get("more_body", False) and not counted:
-                    count()
-            elif kind == "http.response.start":
-                status = message["status"]
-                for key, value in message.get("headers", ()):
-                    if key == h.FAULTS:
-                        faulted = True
-                        m.count_faults(endpoint, value)
-                    elif key == b"content-type" and value.startswith(b"text/event-stream"):
-                        m.count_stream(endpoint, profile)
-            await send(message)
-
-        m.in_flight += 1
-        token = _CURRENT.set((endpoint, profile))
-        try:
-            await self.app(scope, receive, watch)
-        except Exception:
-            status = status or 500  # the error handler outside us answers with a 500
-            raise
-        finally:
-            _CURRENT.reset(token)
-            if not faulted and scope.get(APPLIED_KEY):  # a transport fault sends no headers to read
-                m.count_faults(endpoint, "; ".join(f.name for f in scope[APPLIED_KEY]).encode())
-            if not counted:  # it raised, or sent no answer, or the client left mid-stream
-                count()
-
-    async def _expose(self, scope: Scope, send: Send) -> None:
-        body = self.metrics.exposition()
-        headers = [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})

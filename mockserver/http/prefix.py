@@ -1,7 +1,7 @@
 """Path prefixes that choose a profile per request: ``/fireworks/v1/…`` is answered as
 Fireworks, so one server can stand in for several providers at once.
 
-The middleware strips a known profile name from the front of the path and records it in the
+The edge (:class:`Prefixes`) strips a known profile name from the front of the path and records it in the
 ASGI scope; everything after it (auth, routing, error bodies) sees an ordinary ``/v1/…``
 request that knows its profile. A profile whose server has routes outside ``/v1/`` (vLLM's
 ``/tokenize``) gets those under its prefix too (``/vllm/tokenize`` → ``/tokenize``).
@@ -11,7 +11,7 @@ answered as the ``openai`` profile:
 
 * ``/openai/deployments/{deployment}/chat/completions?api-version=…`` (and the other
   generation paths) → ``/v1/chat/completions``, the deployment being the model
-  (:data:`~mockserver.routes.params.DEPLOYMENT`, read where the body is prepared);
+  (:data:`~mockserver.wire.scope.DEPLOYMENT`, read where the body is prepared);
 * ``/openai/responses?api-version=…`` (every path that names no deployment) → ``/v1/responses``;
 * ``/openai/v1/…``, Azure's v1 API, is the ``openai`` prefix's own path and needs no version.
 
@@ -22,18 +22,17 @@ every ``/openai/`` path, as Azure takes either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from mockserver.context import PROFILE_KEY
 from mockserver.errors import APIError, NotFound
 from mockserver.profiles import Profile
-from mockserver.routes.params import DEPLOYMENT
+from mockserver.wire.scope import PROFILE_KEY
 
-__all__ = ["AZURE_PROFILE", "ProfilePrefix"]
+__all__ = ["AZURE_PROFILE", "Prefixes", "Routed"]
 
 AZURE_PROFILE = "openai"  # Azure OpenAI serves OpenAI's models in OpenAI's wire format
 API_VERSION = "api-version"
@@ -48,54 +47,49 @@ def _missing_version() -> APIError:
     )
 
 
-class ProfilePrefix:
-    def __init__(
-        self, app: ASGIApp, profiles: Mapping[str, Profile], answer: Callable[[APIError, Scope], Response]
-    ) -> None:
-        self.app = app
-        self.prefixes = {f"/{name}": name for name in profiles}
-        self.roots = {name: profile.root_routes for name, profile in profiles.items()}
-        self.answer = answer  # the error as the request's profile words it
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A request after its prefix is read: the scope everything after sees (``/v1/…``, its
+    profile named under :data:`~mockserver.wire.scope.PROFILE_KEY`), the Azure deployment its
+    path named, and the error it is answered with instead (an Azure path without its version)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    scope: Scope
+    deployment: str | None = None
+    problem: APIError | None = None
+
+
+class Prefixes:
+    """The profiles' path prefixes, read once: :meth:`route` is one dict lookup for a path."""
+
+    def __init__(self, profiles: Mapping[str, Profile]) -> None:
+        self.prefixes = {name: name for name in profiles}
+        self.roots = {name: profile.root_routes for name, profile in profiles.items()}
+
+    def route(self, scope: Scope) -> Routed:
+        """``scope`` as its prefix says (the same dict when it has none: nothing is copied)."""
         path: str = scope["path"]
         head, slash, rest = path[1:].partition("/")
-        name = self.prefixes.get("/" + head) if slash else None
+        name = self.prefixes.get(head) if slash else None
         if name is None:
-            await self.app(scope, receive, send)
-            return
+            return Routed(scope)
         if rest.startswith("v1/") or rest in self.roots[name]:
             scope = {**scope, "path": "/" + rest, "raw_path": ("/" + rest).encode(), PROFILE_KEY: name}
-            if name == AZURE_PROFILE:
-                scope = _with_api_key(scope)
-            await self.app(scope, receive, send)
-            return
+            return Routed(_with_api_key(scope) if name == AZURE_PROFILE else scope)
         if name != AZURE_PROFILE:
-            await self.app(scope, receive, send)
-            return
-        await self._azure(scope, rest, receive, send)
+            return Routed(scope)
+        return _azure(scope, rest)
 
-    async def _azure(self, scope: Scope, rest: str, receive: Receive, send: Send) -> None:
-        """An Azure path (``rest``: what follows ``/openai/``) answered as its ``/v1/`` twin."""
-        deployment: str | None = None
-        if rest.startswith("deployments/"):
-            deployment, _, rest = rest[len("deployments/") :].partition("/")
-        target = "/v1/" + rest
-        scope = _with_api_key({**scope, "path": target, "raw_path": target.encode(), PROFILE_KEY: AZURE_PROFILE})
-        if not parse_qs(scope["query_string"].decode("latin-1")).get(API_VERSION):
-            await self.answer(_missing_version(), scope)(scope, receive, send)
-            return
-        if not deployment:
-            await self.app(scope, receive, send)
-            return
-        token = DEPLOYMENT.set(deployment)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            DEPLOYMENT.reset(token)
+
+def _azure(scope: Scope, rest: str) -> Routed:
+    """An Azure path (``rest``: what follows ``/openai/``) answered as its ``/v1/`` twin."""
+    deployment: str | None = None
+    if rest.startswith("deployments/"):
+        deployment, _, rest = rest[len("deployments/") :].partition("/")
+    target = "/v1/" + rest
+    scope = _with_api_key({**scope, "path": target, "raw_path": target.encode(), PROFILE_KEY: AZURE_PROFILE})
+    if not parse_qs(scope["query_string"].decode("latin-1")).get(API_VERSION):
+        return Routed(scope, problem=_missing_version())
+    return Routed(scope, deployment=deployment or None)
 
 
 def _with_api_key(scope: Scope) -> Scope:

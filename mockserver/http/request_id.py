@@ -8,60 +8,58 @@ answer starts: by then whatever decides the answer has been read.
 
 An answer that already carries an ``x-request-id`` keeps it: a replayed or recorded answer is
 the provider's own bytes, id included. The 500 that Starlette's outermost error layer sends
-for an unexpected exception passes outside this layer; it reads the id with :func:`request_id`
+for an unexpected exception passes outside the edge; it reads the id with :func:`request_id`
 from the scope.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
-__all__ = ["HEADER", "REQUEST_ID_KEY", "RequestId", "request_id"]
+from mockserver.wire.scope import REQUEST_ID_KEY
+
+__all__ = ["HEADER", "Hash", "begin", "hashing", "id_of", "request_id"]
 
 HEADER = b"x-request-id"
-REQUEST_ID_KEY = "mockserver.request_id"  # the request's running hash, left in the ASGI scope
+Hash = Any  # hashlib's sha256 object (its type is private)
 PREFIX = "req_"
 DIGITS = 32  # hex digits, as OpenAI's ids carry
 
 
 def request_id(scope: Scope) -> str | None:
     """The id of the request in ``scope`` (what it has read of its body so far), or None
-    outside :class:`RequestId`."""
+    outside the edge."""
     running = scope.get(REQUEST_ID_KEY)
-    return PREFIX + running.copy().hexdigest()[:DIGITS] if running is not None else None
+    return id_of(running) if running is not None else None
 
 
-class RequestId:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+def id_of(running: Hash) -> str:
+    """The id a running hash stands at."""
+    digits: str = running.copy().hexdigest()
+    return PREFIX + digits[:DIGITS]
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        running = hashlib.sha256()
-        for part in (scope["method"].encode(), scope.get("raw_path") or scope["path"].encode(), scope["query_string"]):
-            # Each part with its length, so ("/a", "b=1") and ("/ab", "=1") differ.
-            running.update(len(part).to_bytes(8, "big") + part)
-        # In the scope itself (not a copy): the error layer outside sees the same dict.
-        scope[REQUEST_ID_KEY] = running
 
-        async def hashed() -> Message:
-            message = await receive()
-            if message["type"] == "http.request":
-                running.update(message.get("body", b""))
-            return message
+def begin(scope: Scope) -> Hash:
+    """Start the request's hash (left in ``scope``: the error layer outside the edge reads it)
+    from its method and path as sent; the edge feeds it the body as it reads it."""
+    running = hashlib.sha256()
+    for part in (scope["method"].encode(), scope.get("raw_path") or scope["path"].encode(), scope["query_string"]):
+        # Each part with its length, so ("/a", "b=1") and ("/ab", "=1") differ.
+        running.update(len(part).to_bytes(8, "big") + part)
+    scope[REQUEST_ID_KEY] = running
+    return running
 
-        async def stamped(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", ()))
-                if not any(key.lower() == HEADER for key, _ in headers):
-                    value = request_id(scope)
-                    assert value is not None
-                    headers.append((HEADER, value.encode()))
-                    message = {**message, "headers": headers}
-            await send(message)
 
-        await self.app(scope, hashed, stamped)
+def hashing(running: Hash, receive: Receive) -> Receive:
+    """``receive`` that feeds the body it passes on to ``running``."""
+
+    async def hashed() -> Message:
+        message = await receive()
+        if message["type"] == "http.request":
+            running.update(message.get("body", b""))
+        return message
+
+    return hashed

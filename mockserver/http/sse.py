@@ -8,7 +8,8 @@ it has one (a Responses run fails with an ``error`` event and ``response.failed`
 profile's error envelope (``data: {"error": …}``, which is how OpenAI's SDK recognises it) or
 a Responses ``error`` event numbered after the last one sent; and the stream ends.
 
-Stream faults (:class:`~mockserver.faults.stream.StreamFaults`) act here, on the frames before
+Stream faults (:class:`~mockserver.faults.stream.StreamFaults`, a
+:class:`~mockserver.wire.stream.FrameFilter`) act here, on the frames before
 they are encoded, so they break every stream alike. ``stream.error_at`` is thrown *into* the
 producer, which answers it in its own shape. The journal learns from here how many events went
 out and how the stream ended.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -33,17 +33,18 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from mockserver.errors import APIError, ErrorStyle, InternalError
-from mockserver.faults.stream import StreamEnded, StreamFaults
 from mockserver.http.gone import Resumed, disconnected
 from mockserver.http.link import Link
+from mockserver.wire.json import dumps
+from mockserver.wire.scope import TALLY_KEY
+from mockserver.wire.stream import FrameFilter, StreamEnded
 
-__all__ = ["DONE", "TALLY_KEY", "Frame", "Framing", "InjectedError", "Tally", "dumps", "event_stream"]
+__all__ = ["DONE", "Frame", "Framing", "InjectedError", "Tally", "event_stream"]
 
 log = logging.getLogger("mockserver")
 
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-TALLY_KEY = "mockserver.tally"  # the request's journal entry, left in the ASGI scope by the edge
 
 
 class Encodable(Protocol):
@@ -56,24 +57,6 @@ class Encodable(Protocol):
 
 # An object we encode, one that encodes itself, or a recording's bytes sent as they are.
 Frame = dict[str, Any] | Encodable | bytes
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON, UTF-8 kept as is (stable bytes for the same object). A lone surrogate
-    (JSON may escape half a pair, ``"\\ud800"``, and a field such as ``model`` or ``metadata``
-    echoes it back) has no UTF-8 form: such an object goes out ``\\u``-escaped instead.
-    Never ``NaN`` or ``Infinity``, which no JSON parser reads: bodies holding them are refused
-    at the wire (:func:`~mockserver.http.body.loads`) and nothing generated is non-finite, so a
-    ValueError here is a bug, answered as one (a 500), never as invalid JSON."""
-    text = _COMPACT.encode(obj)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
-
-
-# json.dumps with arguments builds an encoder per call: a stream encodes a chunk per token.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 class InjectedError(InternalError):
@@ -131,7 +114,7 @@ class _Writer:
     its own, as the faults cut, stall and split writes.
     """
 
-    def __init__(self, frames: AsyncIterator[Frame], framing: Framing, faults: StreamFaults | None) -> None:
+    def __init__(self, frames: AsyncIterator[Frame], framing: Framing, faults: FrameFilter | None) -> None:
         self.frames = frames
         self.framing = framing
         self.faults = faults
@@ -306,7 +289,7 @@ def event_stream(
     frames: AsyncGenerator[Frame, None] | AsyncIterator[Frame],
     framing: Framing,
     headers: dict[str, str] | None = None,
-    faults: StreamFaults | None = None,
+    faults: FrameFilter | None = None,
     link: Link | None = None,
 ) -> StreamingResponse:
     """Stream ``frames`` as SSE, written as ``framing`` says, broken as ``faults`` say."""

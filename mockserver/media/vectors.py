@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from mockserver.errors import ContextLengthExceeded, InvalidRequest
 from mockserver.gpt import vocabularies
-from mockserver.http.sse import dumps
 from mockserver.spine.seeding import digest
+from mockserver.wire.json import dumps
 
 __all__ = [
     "DEFAULT_DIMENSION",

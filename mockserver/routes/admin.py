@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mockserver.answers.script import RuleError
+from mockserver.answers.scripted import RuleError
 from mockserver.cassettes.library import Library
 from mockserver.clock import VirtualClock
 from mockserver.context import ServerContext
@@ -29,11 +29,10 @@ from mockserver.errors import InvalidRequest, NotFound
 from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
 from mockserver.faults.rules import Rule, RuleFieldError
-from mockserver.http import headers as h
 from mockserver.http.auth import admin_problem
-from mockserver.http.body import parse_json
-from mockserver.http.sse import dumps
 from mockserver.state.sync import CLOCK_KEY, shared_time
+from mockserver.wire import headers as h
+from mockserver.wire.json import dumps, parse_json
 
 __all__ = ["routes"]
 
@@ -235,10 +234,13 @@ async def cassettes_reload(request: Request, ctx: ServerContext) -> Any:
 
 def _library(ctx: ServerContext) -> Library | None:
     """The cassette library the chain's replay (or record) backend shares, if it has one."""
+    from mockserver.backends.record import RecordBackend  # vcrpy and httpx: only with cassettes
+    from mockserver.backends.replay import ReplayBackend
+
     for name in ("replay", "record"):
-        library = getattr(ctx.chain.get(name), "library", None)
-        if isinstance(library, Library):
-            return library
+        backend = ctx.chain.get(name)
+        if isinstance(backend, ReplayBackend | RecordBackend):
+            return backend.library
     return None
 
 

@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from mockserver.answers import reasoning
+from mockserver.context import Options
 from mockserver.errors import InvalidRequest
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Chunk, Frame, Options, read_sampling
+from mockserver.routes.codec import Call, Chunk, ChunkFrame, read_sampling
 from mockserver.schemas.chat import ChatMessageIn, ChatRequest
 from mockserver.schemas.tools import chat_tools, json_format, tool_choice
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started, TextDelta, Token, ToolCallDelta
@@ -188,7 +189,7 @@ class ChatCodec:
         choice = {"index": index, "delta": delta, "logprobs": lp, **(finish or call.finish(None, None))}
         return call.chunk(call.profile.chunk_object, [choice])
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[ChunkFrame]:
         delta: dict[str, Any]
         if isinstance(event, Started):
             call.opened[event.index] = _PENDING  # its role delta goes with its first content
@@ -216,7 +217,7 @@ class ChatCodec:
             return [*opening, self._chunk(call, event.index, delta, None, **finish)]
         return []
 
-    def _text_opening(self, call: Call, index: int) -> list[Frame]:
+    def _text_opening(self, call: Call, index: int) -> list[ChunkFrame]:
         """The role chunk of a pending choice whose first content is text (or its end)."""
         state = call.opened.get(index)
         if state == _NULL:  # opened by reasoning with ``content: null``: now it is a string

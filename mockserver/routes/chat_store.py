@@ -22,11 +22,11 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.http.body import Json, json_body
-from mockserver.http.sse import dumps
-from mockserver.responses.lifecycle import Lifecycle
-from mockserver.responses.store import Query, Record, RecordKind, Store
+from mockserver.http.body import json_body
+from mockserver.lifecycle.runs import Lifecycle
 from mockserver.routes import params
+from mockserver.state.records import Query, Record, RecordKind, Store
+from mockserver.wire.json import Json, dumps
 
 __all__ = ["remember", "routes"]
 

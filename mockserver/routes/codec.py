@@ -11,34 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from mockserver.answers.reasoning import DEFAULT_PATTERNS
+from mockserver.context import Options
 from mockserver.gpt import vocabularies
-from mockserver.http.body import Json
-from mockserver.http.limits import Limits
-from mockserver.http.sse import dumps
-from mockserver.profiles import Endpoint, Models, Profile
+from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import params
 from mockserver.schemas.common import GenerationFields
 from mockserver.spine.events import Event, Usage
 from mockserver.spine.request import GenerationRequest, Origin, Sampling, Surface
 from mockserver.spine.result import Result
+from mockserver.wire.json import Json, dumps
 
-__all__ = ["Call", "Chunk", "Codec", "Conversation", "Frame", "Options", "read_sampling", "usage_body"]
-
-Conversation = tuple[tuple[str, str], ...]  # (role, text) turns
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    """What codecs read besides the body and the profile."""
-
-    strict: bool = False  # answer exactly as the profile's provider documents
-    vocab_size: int | None = None  # the model's vocabulary (logit_bias, stop_token_ids)
-    models: Models = field(default_factory=Models)
-    reasoning_models: tuple[str, ...] = DEFAULT_PATTERNS
-    limits: Limits = field(default_factory=Limits)  # choices and list sizes one request may ask for
-    # The conversation a stored response continues (Responses' previous_response_id).
-    history: Conversation = ()
+__all__ = ["Call", "Chunk", "ChunkFrame", "Codec", "read_sampling", "usage_body"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +118,7 @@ class Chunk:
         return self.call.head(self.obj) + dumps(self.choices) + tail
 
 
-Frame = Json | Chunk
+ChunkFrame = Json | Chunk
 
 
 class Codec(Protocol):
@@ -163,7 +146,7 @@ class Codec(Protocol):
         """The non-streamed body."""
         ...
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[ChunkFrame]:
         """The stream frames one event makes (``result`` has folded it already)."""
         ...
 

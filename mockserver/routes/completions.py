@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from mockserver.context import Options
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
 from mockserver.routes import logprobs, params
-from mockserver.routes.codec import Call, Frame, Options, read_sampling
+from mockserver.routes.codec import Call, ChunkFrame, read_sampling
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.tools import json_format
 from mockserver.spine.events import Event, Finished, Refusal, TextDelta
@@ -92,7 +93,7 @@ class CompletionsCodec:
     def object(self, call: Call) -> str:
         return call.profile.completion_object
 
-    def encode_event(self, call: Call, event: Event, result: Result) -> list[Frame]:
+    def encode_event(self, call: Call, event: Event, result: Result) -> list[ChunkFrame]:
         if isinstance(event, TextDelta):
             lp = None
             if call.gen.sampling.logprobs is not None:

@@ -17,11 +17,11 @@ from mockserver.context import ServerContext
 from mockserver.errors import ContextLengthExceeded, NotFound
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
-from mockserver.http.sse import dumps
 from mockserver.media import vectors as embeddings
 from mockserver.routes import params
 from mockserver.schemas.common import validated
 from mockserver.schemas.embeddings import EmbeddingRequest
+from mockserver.wire.json import dumps
 
 __all__ = ["create"]
 

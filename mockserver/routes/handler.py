@@ -16,40 +16,42 @@ a whole recorded session replays.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from mockserver.backends import prompts
-from mockserver.context import ServerContext
+from mockserver.context import Options, ServerContext
+from mockserver.engine import folded
 from mockserver.errors import APIError, InvalidRequest
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.plan import applicable, note, planned
-from mockserver.faults.stream import StreamEnded, StreamFaults
+from mockserver.faults.stream import StreamFaults
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.http import headers as h
-from mockserver.http.body import BODY_KEY, Json, json_body
+from mockserver.http.body import json_body
 from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
-from mockserver.http.sse import TALLY_KEY, Frame, Framing, dumps, event_stream
+from mockserver.http.sse import Frame, Framing, event_stream
 from mockserver.routes import chat_store, params
-from mockserver.routes.codec import Call, Chunk, Codec, Options
-from mockserver.routes.codec import Frame as Chunked
+from mockserver.routes.codec import Call, Chunk, ChunkFrame, Codec
 from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
-from mockserver.spine.backend import Ask, Declined, aclose
-from mockserver.spine.engine import folded
+from mockserver.spine.backend import Ask, aclose
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
 from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
 from mockserver.spine.result import Result
+from mockserver.wire import headers as h
+from mockserver.wire.json import Json, dumps
+from mockserver.wire.scope import BODY_KEY, DEPLOYMENT, TALLY_KEY
+from mockserver.wire.stream import StreamEnded
 
 __all__ = [
-    "Decoder",
     "Family",
     "Opened",
     "Prepared",
+    "Reader",
     "abandoned",
     "answer_headers",
     "chained",
@@ -64,7 +66,7 @@ __all__ = [
 BIG_BODY = 256 * 1024  # bytes: a body this big is checked for a prompt too long before it is hashed
 
 
-class Decoder(Protocol):
+class Reader(Protocol):
     """The wire-to-spine half of a codec (all a family needs to share the handler)."""
 
     @property
@@ -122,7 +124,7 @@ class Family:
     request can be built (Responses: the conversation continued), and which bodies must be
     read before anything answers them (a background response: its run is stored)."""
 
-    codec: Decoder
+    codec: Reader
     deliver: Deliver
     prelude: Prelude | None = None
     eager: Callable[[Json], bool] | None = None
@@ -162,12 +164,50 @@ async def handle(request: Request, family: Family) -> Response:
     return await family.deliver(read[0], Opened(by, first, stream))
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a body was read as, for a request whose answer depends on nothing else (kept in
+    :attr:`~mockserver.context.ServerContext.reads`)."""
+
+    data: Json
+    body: GenerationFields
+    gen: GenerationRequest
+    id: str
+    include_usage: bool
+    service_tier: str | None
+
+
+MEMO_BYTES = 16 * 1024  # bodies up to this size are remembered (512 of them at most)
+
+
 async def _read(
     request: Request, ctx: ServerContext, family: Family, data: Json, source: Source, plan: tuple[Fault, ...]
 ) -> Prepared:
-    """The body read against the profile and the schema, and the request it asks for."""
+    """The body read against the profile and the schema, and the request it asks for.
+
+    Reading is a pure function of the body's bytes, the path it came by (its profile, Azure's
+    deployment) and the faults decided for it, when the family needs nothing else (no
+    prelude): an identical request takes what the last one made (the same parsed objects,
+    which nothing changes), with its own source, and its own ``created``."""
     codec = family.codec
     profile = ctx.profile_of(request.scope)
+    content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
+    paced = not ctx.engine.timeline_of(plan).idle
+    key: tuple[object, ...] | None = None
+    if family.prelude is None and len(source.body) <= MEMO_BYTES:
+        key = (codec.id_prefix, codec.endpoint, profile.name, DEPLOYMENT.get(), source.body, content, paced)
+        known: _Read | None = ctx.reads.get(key)
+        if known is not None:
+            call = Call(
+                gen=replace(known.gen, source=source),
+                body=known.body,
+                profile=profile,
+                id=known.id,
+                created=int(ctx.clock.now()),
+                include_usage=known.include_usage,
+                service_tier=known.service_tier,
+            )
+            return Prepared(request, ctx, call, known.data, plan, ctx.options)
     data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
     params.check_sizes(data, ctx.options.limits)  # before the schema's work grows with them
     body = validated(codec.schema, data)
@@ -178,8 +218,6 @@ async def _read(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.", param="stream_options"
         )
     options = await family.prelude(ctx, body) if family.prelude is not None else ctx.options
-    content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
-    paced = not ctx.engine.timeline_of(plan).idle
     if len(source.body) > BIG_BODY:
         # Hashing a big body (its canonical JSON) holds the event loop for as long as it takes:
         # first refuse, by its size alone, a prompt that cannot fit whatever it says.
@@ -198,6 +236,8 @@ async def _read(
         include_usage=bool(stream_options and stream_options.include_usage),
         service_tier=params.service_tier(body, profile, codec.endpoint) if codec.surface != "responses" else None,
     )
+    if key is not None:
+        ctx.reads.put(key, _Read(data, body, gen, call.id, call.include_usage, call.service_tier))
     return Prepared(request, ctx, call, data, plan, options)
 
 
@@ -305,9 +345,9 @@ async def _frames(
     """The chunks of a chat or completions stream, one frame at a time (``first`` is the
     answer's first event, taken off ``events`` already)."""
     result = Result()
-    held: list[Chunked] = []  # a choice's closing chunk, while usage may still join it
+    held: list[ChunkFrame] = []  # a choice's closing chunk, while usage may still join it
 
-    def framed(event: Event) -> list[Chunked]:
+    def framed(event: Event) -> list[ChunkFrame]:
         nonlocal held
         result.apply(event)
         frames = codec.encode_event(call, event, result)
@@ -408,9 +448,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def replayable(endpoint: Handler) -> Handler:
-    """``endpoint`` behind the chain's recordings: the backends of the chain are walked in
-    order — a replay or a recording answers with the provider's bytes, the model (``reference``)
-    hands over to ``endpoint`` itself — and a request none answers gets the first miss."""
+    """``endpoint`` behind the chain's recordings (:meth:`~mockserver.spine.backend.Chain.recorded`):
+    a replay or a recording answers with the provider's bytes; where the chain reaches its
+    model, or no recording answers, ``endpoint`` answers itself (with no model, a miss is raised)."""
 
     async def recorded_first(request: Request) -> Response:
         ctx: ServerContext = request.app.state.ctx
@@ -421,26 +461,16 @@ def replayable(endpoint: Handler) -> Handler:
         options = fields.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         source = source_of(scope, raw, "chat", fields.get("stream") is True, include_usage)
-        refused: APIError | None = None
-        for name, backend in ctx.chain.links:
-            answer = getattr(backend, "answer", None)
-            if answer is None:
-                if name == "reference":
-                    return await endpoint(request)
-                continue
-            events: AsyncIterator[Event] = answer(source)
-            try:
-                head = await anext(events)
-            except Declined as declined:
-                refused = refused or declined.error
-                continue
-            if not isinstance(head, RecordedHead):
-                await aclose(events)
-                continue
-            style = ctx.profile_of(scope).error_style
-            return await recorded_response(scope, name, head, events, planned(scope), style, False, paced=False)
-        if refused is not None:
-            raise refused
-        return await endpoint(request)
+        found = await ctx.chain.recorded(Ask(source, _unbuilt))
+        if found is None:
+            return await endpoint(request)
+        name, head, events = found
+        style = ctx.profile_of(scope).error_style
+        return await recorded_response(scope, name, head, events, planned(scope), style, False, paced=False)
 
     return recorded_first
+
+
+async def _unbuilt() -> GenerationRequest:
+    """An endpoint that generates nothing has no generation request: only recordings are asked."""
+    raise AssertionError("a recording answers by the request as sent")

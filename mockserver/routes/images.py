@@ -30,9 +30,7 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest, NotFound
-from mockserver.http import headers as h
 from mockserver.http.body import json_body
-from mockserver.http.sse import dumps
 from mockserver.media.painting import paint
 from mockserver.media.vision import data_url_bytes, image_tokens
 from mockserver.routes import params
@@ -51,6 +49,8 @@ from mockserver.schemas.images import (
     plan_variation,
 )
 from mockserver.spine import seeding
+from mockserver.wire import headers as h
+from mockserver.wire.json import dumps
 
 __all__ = ["ImageStore", "routes"]
 

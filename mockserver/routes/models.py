@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mockserver.context import ServerContext
-from mockserver.http.sse import dumps
 from mockserver.profiles import model_not_found
+from mockserver.wire.json import dumps
 
 # A fixed date, so listings are byte-stable (2024-01-01T00:00:00Z).
 MODEL_CREATED = 1704067200

@@ -23,10 +23,10 @@ from starlette.responses import Response
 
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
-from mockserver.http.body import Json, json_body
-from mockserver.http.sse import dumps
+from mockserver.http.body import json_body
 from mockserver.routes import params
 from mockserver.spine import seeding
+from mockserver.wire.json import Json, dumps
 
 __all__ = ["CATEGORIES", "DEFAULT_MODEL", "WORDS", "classify", "create"]
 

@@ -20,18 +20,17 @@ at most a short prefix of what was sent (:func:`~mockserver.errors.clip`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from mockserver.errors import InvalidRequest, clip
-from mockserver.http.body import Json
 from mockserver.http.limits import Limits
 from mockserver.profiles import Endpoint, Profile
 from mockserver.schemas.common import GenerationFields, stop_tuple
 from mockserver.spine.request import Mirostat, Sampling
+from mockserver.wire.json import Json
+from mockserver.wire.scope import DEPLOYMENT
 
 __all__ = [
-    "DEPLOYMENT",
     "LISTS",
     "best_of",
     "check_limits",
@@ -52,7 +51,6 @@ LISTS = ("logit_bias", "stop_token_ids", "tools", "functions", "images")
 # The Azure deployment the request's path names (/openai/deployments/{deployment}/…), set by
 # the path layer (mockserver.http.prefix) for the request's task: Azure routes by it and
 # ignores the body's model, so here it is the model, whatever the body says or leaves out.
-DEPLOYMENT: ContextVar[str | None] = ContextVar("mockserver.deployment", default=None)
 
 
 def invalid(param: str, problem: str) -> InvalidRequest:

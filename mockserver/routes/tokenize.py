@@ -27,9 +27,9 @@ from starlette.routing import BaseRoute, Route
 from mockserver.context import ServerContext
 from mockserver.errors import InvalidRequest
 from mockserver.gpt.tokenizer import EOS, IM_END, IM_START, NotUnicode, Tokenizer
-from mockserver.http.body import Json, json_body
-from mockserver.http.sse import dumps
+from mockserver.http.body import json_body
 from mockserver.routes import params
+from mockserver.wire.json import Json, dumps
 
 __all__ = ["CHAT_TEMPLATE", "detokenize", "routes", "tokenize", "tokenizer_info"]
 

@@ -24,7 +24,7 @@ from mockserver.media.vision import ImageInfo, read_image
 from mockserver.schemas.common import WireModel
 
 __all__ = [
-    "DALL_E_2", "DALL_E_3", "DEFAULT_GPT_MODEL", "GPT_IMAGE", "EditRequest", "Family", "ImagePlan", "ImageRequest",
+    "DALL_E_2", "DALL_E_3", "DEFAULT_GPT_MODEL", "GPT_IMAGE", "EditRequest", "ImageFamily", "ImagePlan", "ImageRequest",
     "VariationRequest", "check_image", "check_mask", "edit_family", "family_of", "plan_edit", "plan_generation",
     "plan_variation",
 ]  # fmt: skip
@@ -70,7 +70,7 @@ class EditRequest(_PromptFields):
 
 
 @dataclass(frozen=True, slots=True)
-class Family:
+class ImageFamily:
     """What a family of image models accepts, as OpenAI documents it."""
 
     name: str
@@ -82,9 +82,9 @@ class Family:
     free_sizes: bool = False  # WIDTHxHEIGHT: multiples of 16, aspect within 1:3..3:1, ≤ 3840x2160
 
 
-DALL_E_2 = Family("dall-e-2", 1000, ("256x256", "512x512", "1024x1024"), 10, ("standard", "auto"))
-DALL_E_3 = Family("dall-e-3", 4000, ("1024x1024", "1792x1024", "1024x1792"), 1, ("standard", "hd", "auto"))
-GPT_IMAGE = Family(
+DALL_E_2 = ImageFamily("dall-e-2", 1000, ("256x256", "512x512", "1024x1024"), 10, ("standard", "auto"))
+DALL_E_3 = ImageFamily("dall-e-3", 4000, ("1024x1024", "1792x1024", "1024x1792"), 1, ("standard", "hd", "auto"))
+GPT_IMAGE = ImageFamily(
     "gpt-image", 32000, ("1024x1024", "1536x1024", "1024x1536", "auto"), 10, ("low", "medium", "high", "auto"), True
 )
 _GPT_IMAGE_2 = replace(GPT_IMAGE, free_sizes=True)
@@ -96,7 +96,7 @@ _MAX_FREE_PIXELS = 3840 * 2160
 _MB = 1024 * 1024
 
 
-def family_of(model: str) -> Family:
+def family_of(model: str) -> ImageFamily:
     if model == "dall-e-2":
         return DALL_E_2
     if model == "dall-e-3":
@@ -109,7 +109,7 @@ class ImagePlan:
     """What to paint and how to answer: every default resolved, every rule checked."""
 
     model: str
-    family: Family
+    family: ImageFamily
     prompt: str
     n: int
     width: int
@@ -132,7 +132,7 @@ def plan_generation(body: ImageRequest) -> ImagePlan:
     return _plan(body, model, family_of(model), body.prompt, body.style, None)
 
 
-def edit_family(body: EditRequest) -> Family:
+def edit_family(body: EditRequest) -> ImageFamily:
     """The family of the model asked to edit; dall-e-3 cannot."""
     model = body.model or DEFAULT_GPT_MODEL
     family = family_of(model)
@@ -156,7 +156,7 @@ def plan_variation(body: VariationRequest) -> ImagePlan:
 def _plan(
     body: _ImageFields,
     model: str,
-    family: Family,
+    family: ImageFamily,
     prompt: str,
     style: str | None,
     auto_from: tuple[int, int] | None,
@@ -198,7 +198,7 @@ def _plan(
     return ImagePlan(model, family, prompt, n, width, height, fmt, quality, style, background)
 
 
-def _refuse_foreign(body: _ImageFields, family: Family) -> None:
+def _refuse_foreign(body: _ImageFields, family: ImageFamily) -> None:
     """A parameter of another family is an unknown parameter, as OpenAI answers ``response_format``
     sent to a GPT image model."""
     if family.gpt:
@@ -215,7 +215,7 @@ def _refuse_foreign(body: _ImageFields, family: Family) -> None:
             )
 
 
-def _check_prompt(prompt: str, family: Family) -> None:
+def _check_prompt(prompt: str, family: ImageFamily) -> None:
     if not prompt:
         raise InvalidRequest(
             "Invalid 'prompt': string too short. Expected a string with minimum length 1, but got an empty string "
@@ -240,7 +240,7 @@ def _check_prompt(prompt: str, family: Family) -> None:
         ) from None
 
 
-def _size(size: str | None, family: Family, auto_from: tuple[int, int] | None) -> tuple[int, int]:
+def _size(size: str | None, family: ImageFamily, auto_from: tuple[int, int] | None) -> tuple[int, int]:
     chosen = size or ("auto" if family.gpt else "1024x1024")
     if chosen == "auto" and family.gpt:
         if auto_from is None or auto_from[0] == auto_from[1]:
@@ -268,7 +268,7 @@ def _size(size: str | None, family: Family, auto_from: tuple[int, int] | None) -
     raise _not_one_of("size", chosen, family, code="invalid_size")
 
 
-def _not_one_of(param: str, value: str, family: Family, code: str = "invalid_value") -> InvalidRequest:
+def _not_one_of(param: str, value: str, family: ImageFamily, code: str = "invalid_value") -> InvalidRequest:
     allowed = family.sizes if param == "size" else family.qualities
     listed = ", ".join(f"'{a}'" for a in allowed)
     return InvalidRequest(
@@ -286,7 +286,7 @@ def _unsupported_model(model: str, what: str, supported: str) -> InvalidRequest:
     )
 
 
-def check_image(data: bytes, param: str, family: Family) -> ImageInfo:
+def check_image(data: bytes, param: str, family: ImageFamily) -> ImageInfo:
     """An input image as ``family`` takes it: DALL·E 2 a square PNG under 4 MB, the GPT image
     models PNG, JPEG or WebP under 50 MB."""
     try:

@@ -1,5 +1,5 @@
 """What the server answers, as pydantic models: the source of ``/openapi.json``'s response
-schemas (:mod:`mockserver.http.openapi`).
+schemas (:mod:`mockserver.routes.openapi`).
 
 The codecs build their bodies as plain dicts (fast, and shaped by the profile); these models
 describe those bodies for clients and fuzzers, and the schemathesis run in the test suite
@@ -50,7 +50,7 @@ class ErrorResponse(_Out):
     error: ErrorBody
 
 
-class Usage(_Out):
+class UsageBody(_Out):
     prompt_tokens: int
     completion_tokens: int = 0
     total_tokens: int
@@ -87,7 +87,7 @@ class FunctionCall(_Out):
     arguments: str
 
 
-class ToolCall(_Out):
+class ToolCallBody(_Out):
     id: str
     type: Literal["function"]
     function: FunctionCall
@@ -97,7 +97,7 @@ class AssistantMessage(_Out):
     role: Literal["assistant"]
     content: str | None
     refusal: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[ToolCallBody] | None = None
     function_call: FunctionCall | None = None
 
 
@@ -114,7 +114,7 @@ class ChatCompletion(_Out):
     created: int
     model: str
     choices: list[ChatChoice]
-    usage: Usage | None = None
+    usage: UsageBody | None = None
 
 
 class ToolCallChunk(_Out):
@@ -147,7 +147,7 @@ class ChatCompletionChunk(_Out):
     created: int
     model: str
     choices: list[ChunkChoice]
-    usage: Usage | None = None
+    usage: UsageBody | None = None
 
 
 class CompletionChoice(_Out):
@@ -165,7 +165,7 @@ class Completion(_Out):
     created: int
     model: str
     choices: list[CompletionChoice]
-    usage: Usage | None = None
+    usage: UsageBody | None = None
 
 
 class Model(_Out):

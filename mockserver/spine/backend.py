@@ -12,24 +12,109 @@ names the closest recording); with none, a 404 ``no_answer`` names the chain.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol
+from concurrent.futures import Future
+from typing import Any, Literal, Protocol
 
 from mockserver.errors import APIError, NotFound
-from mockserver.spine.events import Answered, Event
+from mockserver.spine.events import Answered, Event, RecordedHead
 from mockserver.spine.request import GenerationRequest, Source
 
-__all__ = ["Ask", "Backend", "Chain", "Declined", "Recorder", "aclose"]
+__all__ = [
+    "Ask",
+    "Backend",
+    "BackendBase",
+    "Chain",
+    "Declined",
+    "Model",
+    "ModelBase",
+    "ModelLink",
+    "Role",
+    "aclose",
+]
+
+# What a backend is, which is all the chain needs to know of it:
+# * ``script``: answers generations from rules (passed by where nothing generates);
+# * ``recording``: answers by the request as sent (replay, record), any endpoint;
+# * ``model``: generates (and the endpoints that generate nothing answer themselves).
+Role = Literal["script", "recording", "model"]
 
 
 class Backend(Protocol):
-    """The only backend contract: a request in, an async stream of events out.
+    """The one backend contract: an :class:`Ask` in, an async stream of events out.
 
     Errors about the request (bad token ids, context overflow) must be raised before the
     first event, so the engine can still answer them with an HTTP status; so must
-    :class:`Declined`.
+    :class:`Declined`. :attr:`idle`: nothing to answer with now (the chain passes by without
+    building the request); :meth:`aclose`: the backend's own resources, at shutdown.
     """
 
+    @property
+    def role(self) -> Role: ...
+
+    @property
+    def idle(self) -> bool: ...
+
+    def answer(self, ask: Ask) -> AsyncIterator[Event]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class BackendBase:
+    """The contract's defaults: never idle, nothing to close."""
+
+    role: Role = "model"
+
+    @property
+    def idle(self) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Model(Protocol):
+    """The reference model as the app holds it: it generates from a built request, loads in
+    the background (:meth:`warm_up`), knows its vocabulary (None: read from the shipped config)
+    and is closed at shutdown."""
+
+    @property
+    def vocab_size(self) -> int | None: ...
+
     def generate(self, request: GenerationRequest) -> AsyncIterator[Event]: ...
+
+    def warm_up(self) -> Future[Any] | None:
+        """Start loading in the background (None: nothing to load); requests wait for it."""
+
+    def close(self) -> None: ...
+
+
+class ModelBase:
+    """A :class:`Model`'s defaults (what a test's stand-in model inherits)."""
+
+    vocab_size: int | None = None
+
+    def warm_up(self) -> Future[Any] | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class ModelLink(BackendBase):
+    """The model as a link of the chain: it builds the request and generates."""
+
+    role: Role = "model"
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        stream = self.model.generate(await ask.request())
+        try:
+            async for event in stream:
+                yield event
+        finally:
+            await aclose(stream)
 
 
 class Declined(Exception):
@@ -43,13 +128,18 @@ class Declined(Exception):
 
 async def aclose(stream: AsyncIterator[object]) -> None:
     """Close an async generator now (its ``finally`` blocks run), not at garbage collection."""
-    close = getattr(stream, "aclose", None)
+    close = getattr(stream, "aclose", None)  # an async generator's; a plain iterator has none
     if close is not None:
         await close()
 
 
+Opened = tuple[str, Event | None, AsyncIterator[Event]]
+
+
 class Chain:
-    """Backends tried in order; the first that does not decline answers (see the module doc)."""
+    """Backends tried in order; the first that does not decline answers (see the module doc).
+    The chain owns every walk of its links: :meth:`start` for a generation, :meth:`recorded`
+    for an endpoint that generates nothing, :meth:`aclose` at shutdown."""
 
     def __init__(self, links: Sequence[tuple[str, Backend]], missing: str = "") -> None:
         """``missing``: said after a miss of the whole chain (what would have answered, and how
@@ -67,21 +157,20 @@ class Chain:
         """The backend of that name in this chain, if it is one."""
         return next((backend for link, backend in self.links if link == name), None)
 
-    async def start(self, ask: Ask) -> tuple[str, Event | None, AsyncIterator[Event]]:
+    async def start(self, ask: Ask) -> Opened:
         """The backend that answers, its first event (None: it answered with nothing), and the
         rest of its stream — handed on as it is, with no layer of the chain's own around it.
 
-        A backend that answers by the request as sent (a :class:`Recorder`: replay, record) is
-        asked with the source alone; one that has nothing to answer with (scripted answers with
-        no rule) is passed by. The request is built only for a backend that needs it, so a
-        replay costs no decoding, and a provider request our schemas would refuse still replays.
+        A backend that answers by the request as sent (a recording: replay, record) reads the
+        source alone; one that has nothing to answer with (scripted answers with no rule) is
+        passed by. The request is built only for a backend that needs it, so a replay costs no
+        decoding, and a provider request our schemas would refuse still replays.
         """
         refused: APIError | None = None
         for name, backend in self.links:
-            if getattr(backend, "idle", False):
+            if backend.idle:
                 continue
-            answer = getattr(backend, "answer", None)
-            stream = answer(ask.source) if answer is not None else backend.generate(await ask.request())
+            stream = backend.answer(ask)
             try:
                 return name, await anext(stream), stream
             except Declined as declined:
@@ -94,6 +183,32 @@ class Chain:
             headers={"x-should-retry": "false"},
         )
 
+    async def recorded(self, ask: Ask) -> tuple[str, RecordedHead, AsyncIterator[Event]] | None:
+        """A recording's answer to a request of an endpoint that generates nothing: the
+        recordings are asked in order until the model's place in the chain; None when the
+        endpoint is to answer itself. With no model, a miss is raised (the closest recording)."""
+        refused: APIError | None = None
+        for name, backend in self.links:
+            if backend.role == "model":
+                return None
+            if backend.role != "recording":
+                continue
+            events = backend.answer(ask)
+            try:
+                head = await anext(events)
+            except Declined as declined:
+                refused = refused or declined.error
+                continue
+            except StopAsyncIteration:
+                continue
+            if not isinstance(head, RecordedHead):
+                await aclose(events)
+                continue
+            return name, head, events
+        if refused is not None:
+            raise refused
+        return None
+
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         name, first, stream = await self.start(Ask.of(request))
         try:
@@ -105,12 +220,10 @@ class Chain:
         finally:
             await aclose(stream)
 
-
-class Recorder(Protocol):
-    """A backend that answers by the request as it was sent (replay, record): it needs no
-    :class:`GenerationRequest`, and answers endpoints that generate nothing too."""
-
-    def answer(self, source: Source) -> AsyncIterator[Event]: ...
+    async def aclose(self) -> None:
+        """Every link's own resources (an upstream client), at shutdown."""
+        for _, backend in self.links:
+            await backend.aclose()
 
 
 class Ask:

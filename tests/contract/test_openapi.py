@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.http.openapi import OPERATIONS, document
+from mockserver.routes.openapi import OPERATIONS, document
 from mockserver.routes.table import routes
 from tests.support.live import Live, serve_in_thread
 

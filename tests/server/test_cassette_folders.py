@@ -18,7 +18,7 @@ import pytest
 from mockserver.app import create_app
 from mockserver.cassettes.check import check_cassettes
 from mockserver.cassettes.files import CassetteDir, CassetteError
-from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse
 from mockserver.config import Settings
 from tests.support.live import FROZEN, Live, serve_in_thread
 
@@ -29,7 +29,9 @@ def _body(content: str) -> dict[str, Any]:
 
 def _interaction(content: str, answer: str) -> Interaction:
     """A recording of ``content`` answered with ``answer`` (what the replay must give back)."""
-    request = Request("POST", "https://api.openai.com/v1/chat/completions", (), json.dumps(_body(content)).encode())
+    request = RecordedRequest(
+        "POST", "https://api.openai.com/v1/chat/completions", (), json.dumps(_body(content)).encode()
+    )
     reply = {
         "id": f"chatcmpl-{answer}",
         "object": "chat.completion",
@@ -38,7 +40,7 @@ def _interaction(content: str, answer: str) -> Interaction:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
     }
     headers = (("content-type", "application/json"),)
-    return Interaction(request, Response(200, headers, json.dumps(reply).encode(), "OK"))
+    return Interaction(request, RecordedResponse(200, headers, json.dumps(reply).encode(), "OK"))
 
 
 def _server(directory: Path, **kw: Any) -> AbstractContextManager[Live]:

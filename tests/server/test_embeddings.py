@@ -15,8 +15,9 @@ import pytest
 from mockserver.app import create_app
 from mockserver.config import Settings
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.http.sse import dumps
 from mockserver.media import vectors as embeddings
+from mockserver.spine.backend import ModelBase
+from mockserver.wire.json import dumps
 from tests.support.live import Live
 from tests.support.spec import validate
 
@@ -82,7 +83,7 @@ def test_render_is_dumps_one_embedding_at_a_time() -> None:
     assert embeddings.render(body) == dumps(body)
 
 
-class _NoEmbeddings:
+class _NoEmbeddings(ModelBase):
     async def generate(self, request: Any) -> Any:  # pragma: no cover - never called
         raise NotImplementedError
         yield

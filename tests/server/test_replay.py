@@ -201,13 +201,13 @@ def test_shipped_cassettes_replay(tmp_path: Path) -> None:
 
 
 def test_a_recorded_reset_replays_as_a_reset(tmp_path: Path) -> None:
-    from mockserver.cassettes.format import Interaction, Request, Response, Stream, StreamEvent
+    from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, Stream, StreamEvent
 
     chunk = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}\n\n'
-    request = Request("POST", "https://api.openai.com/v1/chat/completions", (), json.dumps(BODY).encode())
+    request = RecordedRequest("POST", "https://api.openai.com/v1/chat/completions", (), json.dumps(BODY).encode())
     stream = Stream((StreamEvent(0.0, chunk), StreamEvent(0.0, chunk)), end="reset")
     headers = (("content-type", "text/event-stream"),)
-    CassetteDir(tmp_path).save("broken.yaml", [Interaction(request, Response.streamed(200, headers, stream))])
+    CassetteDir(tmp_path).save("broken.yaml", [Interaction(request, RecordedResponse.streamed(200, headers, stream))])
     with _server(tmp_path) as replay:
         received = b""
         url, body = replay.base_url + "/chat/completions", {**BODY, "stream": True}

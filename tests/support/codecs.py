@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
+from mockserver.context import Options
 from mockserver.errors import APIError
-from mockserver.http.sse import dumps
 from mockserver.profiles import Endpoint, profile_named
 from mockserver.routes import params
-from mockserver.routes.codec import Call, Chunk, Codec, Frame, Options
+from mockserver.routes.codec import Call, Chunk, ChunkFrame, Codec
 from mockserver.spine.events import Candidate, Event, Token
 from mockserver.spine.request import GenerationRequest, Origin, Prompt, Sampling, Source
 from mockserver.spine.result import Result
+from mockserver.wire.json import dumps
 
 Json = dict[str, Any]
 
@@ -119,7 +120,7 @@ def assert_encodes(codec: Codec, call: Call, events: list[Event], expected: Json
 # ---- encode_event / encode_end: the stream -------------------------------------------------
 
 
-def stream(codec: Codec, call: Call, events: list[Event]) -> tuple[list[Frame], Result]:
+def stream(codec: Codec, call: Call, events: list[Event]) -> tuple[list[ChunkFrame], Result]:
     """The frames the codec makes of each event, folding first, as the handler does."""
     result, frames = Result(), []
     for event in events:
@@ -129,11 +130,11 @@ def stream(codec: Codec, call: Call, events: list[Event]) -> tuple[list[Frame], 
     return frames, result
 
 
-def as_json(frame: Frame) -> Json:
+def as_json(frame: ChunkFrame) -> Json:
     return frame.to_json() if isinstance(frame, Chunk) else frame
 
 
-def assert_chunk_bytes_are_objects(frames: list[Frame], include_usage: bool) -> None:
+def assert_chunk_bytes_are_objects(frames: list[ChunkFrame], include_usage: bool) -> None:
     """Every frame but the usage chunk is a Chunk, whose fast bytes are its object's JSON."""
     chunks = [f for f in frames if isinstance(f, Chunk)]
     assert len(chunks) == len(frames) - include_usage  # every frame but the usage chunk
@@ -150,13 +151,13 @@ def fast_rows(stream_rows: list[Any]) -> list[Any]:
     ]
 
 
-def streamed_choices(frames: list[Frame]) -> Iterator[Json]:
+def streamed_choices(frames: list[ChunkFrame]) -> Iterator[Json]:
     """Every choice of every chunk of a stream, in the order sent."""
     for frame in frames:
         yield from as_json(frame)["choices"]
 
 
-def streamed_usage(frames: list[Frame]) -> Json | None:
+def streamed_usage(frames: list[ChunkFrame]) -> Json | None:
     """The usage a client reads off a stream: the last a chunk carries."""
     usage = None
     for frame in frames:

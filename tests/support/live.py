@@ -24,6 +24,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from mockserver.http.server import uvicorn_config
+from mockserver.spine.backend import ModelBase
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest
 
@@ -42,7 +43,7 @@ class Live:
         return self.url + "/v1"
 
 
-class Borrowed:
+class Borrowed(ModelBase):
     """The session server's model, lent to another app without its lifespan (which would
     close it): ``create_app(settings, backend=Borrowed(live.app.state.ctx.model))``."""
 

@@ -15,11 +15,11 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mockserver.answers import reasoning
+from mockserver.context import Conversation, Options
 from mockserver.errors import InvalidRequest
-from mockserver.http.body import Json
 from mockserver.media import vision
 from mockserver.profiles import Endpoint, Profile
-from mockserver.routes.codec import Conversation, Options, read_sampling
+from mockserver.routes.codec import read_sampling
 from mockserver.schemas.common import invalid_request
 from mockserver.schemas.responses import (
     LOGPROBS_INCLUDE,
@@ -33,6 +33,7 @@ from mockserver.schemas.responses import (
 from mockserver.schemas.tools import FunctionDef, NamedFunction, ResponseFormat, json_format, spine_tools, tool_choice
 from mockserver.spine.request import ChatMessage, GenerationRequest, JsonFormat, Origin, Prompt, Surface, Tool
 from mockserver.spine.seeding import continued_seed, digest
+from mockserver.wire.json import Json
 
 _W = TypeVar("_W", bound=BaseModel)
 

@@ -22,13 +22,13 @@ from starlette.responses import Response
 
 from mockserver.context import ServerContext
 from mockserver.gpt.tokenizer import NotUnicode, Tokenizer
-from mockserver.http.body import Json, json_body
-from mockserver.http.sse import dumps
+from mockserver.http.body import json_body
 from mockserver.routes import params
 from mockserver.routes.responses import codec
 from mockserver.schemas.common import WireModel, validated
 from mockserver.schemas.responses import FunctionCall, FunctionCallOutput, InputItem, MessageItem
 from mockserver.spine import seeding
+from mockserver.wire.json import Json, dumps
 
 __all__ = ["CompactRequest", "compact"]
 

@@ -3,7 +3,7 @@ items, count input tokens.
 
 Creating decodes the body with the codec (:mod:`mockserver.routes.responses.codec`), gives
 the response the first of its deterministic ids that is free in the store, and hands a
-:class:`~mockserver.responses.lifecycle.Run` to the lifecycle: run in the foreground (folded into
+:class:`~mockserver.lifecycle.runs.Run` to the lifecycle: run in the foreground (folded into
 one body, or streamed), or spawned in the background and followed from the store. The handler
 is the one every generation endpoint shares (:mod:`mockserver.routes.handler`).
 """
@@ -20,17 +20,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mockserver.backends import prompts
-from mockserver.context import ServerContext
+from mockserver.context import Conversation, Options, ServerContext
 from mockserver.faults.plan import applicable, note, planned
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.http.body import Json, json_body
+from mockserver.http.body import json_body
 from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
-from mockserver.http.sse import Framing, dumps, event_stream
-from mockserver.responses.lifecycle import Lifecycle, Run
-from mockserver.responses.store import Record
+from mockserver.http.sse import Framing, event_stream
+from mockserver.lifecycle.runs import Lifecycle, Run
 from mockserver.routes import params
-from mockserver.routes.codec import Conversation, Options
 from mockserver.routes.handler import Family, Opened, Prepared, abandoned, answer_headers, handle, stream_faults
 from mockserver.routes.responses import codec
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
@@ -40,6 +38,8 @@ from mockserver.spine import seeding
 from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest, Prompt, Sampling
+from mockserver.state.records import Record
+from mockserver.wire.json import Json, dumps
 
 __all__ = ["FAMILY", "deliver", "prelude", "routes"]
 

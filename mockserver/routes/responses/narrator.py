@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mockserver.clock import Clock
-from mockserver.http.body import Json
-from mockserver.responses.lifecycle import Status
+from mockserver.lifecycle.runs import Status
 from mockserver.routes import logprobs
 from mockserver.routes.responses.codec import item_id
 from mockserver.schemas.responses import LOGPROBS_INCLUDE, ResponsesRequest
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, TextDelta, ToolCallDelta
 from mockserver.spine.result import Result
+from mockserver.wire.json import Json
 
 __all__ = ["ResponseNarrator", "Turn"]
 

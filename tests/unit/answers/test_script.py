@@ -14,10 +14,11 @@ import pytest
 from pydantic import ValidationError
 from starlette.testclient import TestClient
 
-from mockserver.answers.script import RuleError, Script, ScriptExhausted, ScriptRule
+from mockserver.answers.scripted import RuleError, Script, ScriptExhausted, ScriptRule
 from mockserver.app import create_app
 from mockserver.cli import main
 from mockserver.config import Settings
+from mockserver.spine.backend import ModelBase
 from mockserver.spine.events import Event
 from mockserver.spine.request import Answer, ChatMessage, ForcedCall, GenerationRequest, Prompt, Sampling, Tool
 from mockserver.state.sync import drive
@@ -486,7 +487,7 @@ def test_serve_loads_the_rules_file(tmp_path: Path) -> None:
 # ---- the admin API -------------------------------------------------------------------------
 
 
-class _Silent:
+class _Silent(ModelBase):
     """A backend that is never asked: these tests only talk to the admin API."""
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:

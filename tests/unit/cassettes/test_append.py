@@ -32,8 +32,8 @@ from mockserver.cassettes.format import (
     APPEND_END,
     APPEND_HEADER,
     Interaction,
-    Request,
-    Response,
+    RecordedRequest,
+    RecordedResponse,
     Stream,
     StreamEvent,
     loads,
@@ -44,15 +44,16 @@ URL = "https://api.openai.com/v1/chat/completions"
 
 
 def _plain(n: int, body: bytes = b'{"id":"chatcmpl-1"}') -> Interaction:
-    request = Request("POST", f"{URL}?n={n}", (("content-type", "application/json"),), b'{"n": %d}' % n)
-    return Interaction(request, Response(200, (("content-type", "application/json"),), body, "OK", None, 0.1))
+    request = RecordedRequest("POST", f"{URL}?n={n}", (("content-type", "application/json"),), b'{"n": %d}' % n)
+    return Interaction(request, RecordedResponse(200, (("content-type", "application/json"),), body, "OK", None, 0.1))
 
 
 def _streamed(n: int) -> Interaction:
     events = (StreamEvent(0.1, b'data: {"n": %d}\n\n' % n), StreamEvent(0.2, b"data: [DONE]\n\n"))
     headers = (("content-type", "text/event-stream"),)
     return Interaction(
-        Request("POST", f"{URL}?s={n}", (), b'{"stream": true}'), Response.streamed(200, headers, Stream(events))
+        RecordedRequest("POST", f"{URL}?s={n}", (), b'{"stream": true}'),
+        RecordedResponse.streamed(200, headers, Stream(events)),
     )
 
 
@@ -144,10 +145,10 @@ def test_a_header_alone_loads_empty(tmp_path: Path) -> None:
 
 def test_appended_interactions_are_redacted(tmp_path: Path) -> None:
     key = "sk-proj-" + "Qx7" * 12
-    request = Request("POST", URL, (("authorization", f"Bearer {key}"),), json.dumps({"k": key}).encode())
+    request = RecordedRequest("POST", URL, (("authorization", f"Bearer {key}"),), json.dumps({"k": key}).encode())
     store = CassetteDir(tmp_path)
     store.append("secret", [_plain(1)])
-    store.append("secret", [Interaction(request, Response(200, (), f'"{key}"'.encode()))])
+    store.append("secret", [Interaction(request, RecordedResponse(200, (), f'"{key}"'.encode()))])
     raw = store.resolve("secret").read_text()
     assert key not in raw and "REDACTED" in raw
     assert loads(raw)[1].request.header("authorization") == "REDACTED"
@@ -165,15 +166,15 @@ def test_json_cassettes_are_still_rewritten_whole(tmp_path: Path) -> None:
 
 APPENDER = """
 import os, sys, time
-from mockserver.cassettes.format import Interaction, Request, Response, _vcr
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, _vcr
 from mockserver.cassettes.files import CassetteDir
 
 _vcr()  # vcrpy imported before the clock starts: the kill is meant for appends
 store = CassetteDir(sys.argv[1])
 start = int(sys.argv[3])
 def one(i):
-    request = Request("POST", "http://h/v1/completions", (), b'{"prompt": "%d"}' % i)
-    return Interaction(request, Response(200, (), b"y" * (40_000 + 997 * (i % 50))))
+    request = RecordedRequest("POST", "http://h/v1/completions", (), b'{"prompt": "%d"}' % i)
+    return Interaction(request, RecordedResponse(200, (), b"y" * (40_000 + 997 * (i % 50))))
 if sys.argv[2] == "stalled":  # the kill lands inside the write: half the item is on disk
     real = os.write
     def half(fd, data):

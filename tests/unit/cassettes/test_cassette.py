@@ -26,8 +26,8 @@ from mockserver.cassettes.format import (
     EXTRA_KEY,
     EndKind,
     Interaction,
-    Request,
-    Response,
+    RecordedRequest,
+    RecordedResponse,
     Stream,
     StreamCapture,
     StreamEvent,
@@ -41,9 +41,9 @@ URL = "https://api.openai.com/v1/chat/completions"
 SSE = (b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n', b'data: {"choices":[{"delta":{"content":"lo"}}]}\n\n')
 
 
-def _request(content: str = "hi", stream: bool = False) -> Request:
+def _request(content: str = "hi", stream: bool = False) -> RecordedRequest:
     body = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": content}], "stream": stream})
-    return Request("POST", URL, (("content-type", "application/json"),), body.encode())
+    return RecordedRequest("POST", URL, (("content-type", "application/json"),), body.encode())
 
 
 def _streamed(end: EndKind = "done") -> Interaction:
@@ -51,12 +51,14 @@ def _streamed(end: EndKind = "done") -> Interaction:
     if end == "done":
         events.append(StreamEvent(0.75, b"data: [DONE]\n\n"))
     headers = (("content-type", "text/event-stream"), ("x-request-id", "req_1"))
-    return Interaction(_request(stream=True), Response.streamed(200, headers, Stream(tuple(events), end), "OK", 0.8))
+    return Interaction(
+        _request(stream=True), RecordedResponse.streamed(200, headers, Stream(tuple(events), end), "OK", 0.8)
+    )
 
 
 def _plain(content: str = "hi", body: bytes = b'{"id":"chatcmpl-1"}') -> Interaction:
     headers = (("content-type", "application/json"), ("x-multi", "a"), ("x-multi", "b"))
-    return Interaction(_request(content), Response(200, headers, body, "OK", None, 0.3))
+    return Interaction(_request(content), RecordedResponse(200, headers, body, "OK", None, 0.3))
 
 
 @pytest.mark.parametrize("end", ["done", "eof", "reset"])
@@ -75,7 +77,7 @@ def test_round_trip_preserves_bytes_offsets_and_end(end: EndKind, fmt: str) -> N
 
 def test_streamed_body_is_the_events_joined() -> None:
     with pytest.raises(ValueError, match="events' bytes"):
-        Response(200, (), b"other", "", Stream((StreamEvent(0.0, b"data: x\n\n"),)))
+        RecordedResponse(200, (), b"other", "", Stream((StreamEvent(0.0, b"data: x\n\n"),)))
 
 
 def test_capture_cuts_events_as_loading_does() -> None:
@@ -164,8 +166,12 @@ def test_foreign_stream_without_done_ends_with_eof() -> None:
 def test_a_recording_stores_no_secret(tmp_path: Path) -> None:
     key, token = "sk-proj-" + "Zq9" * 10, "eyJhbGciOiJIUzI1NiJ9" + ".abc123def456"
     body = json.dumps({"messages": [{"role": "user", "content": f"use {key} and Bearer {token}"}]}).encode()
-    request = Request("POST", f"{URL}?api_key=k3y&api-version=2024", (("Authorization", f"Bearer {token}"),), body)
-    response = Response(200, (("set-cookie", "session=abc"), ("openai-organization", "org-x")), f'"{key}"'.encode())
+    request = RecordedRequest(
+        "POST", f"{URL}?api_key=k3y&api-version=2024", (("Authorization", f"Bearer {token}"),), body
+    )
+    response = RecordedResponse(
+        200, (("set-cookie", "session=abc"), ("openai-organization", "org-x")), f'"{key}"'.encode()
+    )
     store = CassetteDir(tmp_path)
     store.save("secret", [Interaction(request, response)])
     raw = store.resolve("secret").read_text()
@@ -230,13 +236,14 @@ def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
 
 APPENDER = """
 import sys
-from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse
 from mockserver.cassettes.files import CassetteDir
 
 store = CassetteDir(sys.argv[1])
 for i in range(5):
     body = b'{"prompt": "%s-%d"}' % (sys.argv[2].encode(), i)
-    store.append("shared", [Interaction(Request("POST", "http://h/v1/completions", (), body), Response(200))])
+    request = RecordedRequest("POST", "http://h/v1/completions", (), body)
+    store.append("shared", [Interaction(request, RecordedResponse(200))])
 """
 
 
@@ -251,13 +258,13 @@ def test_processes_appending_to_one_cassette_are_serialised(tmp_path: Path) -> N
 
 CHILD = """
 import os, sys, time
-from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse
 from mockserver.cassettes.files import CassetteDir
 
 store = CassetteDir(sys.argv[1])
 def one(i, size=16):
-    request = Request("POST", "http://h/v1/completions", (), b'{"prompt": "%d"}' % i)
-    return Interaction(request, Response(200, (), b"x" * size))
+    request = RecordedRequest("POST", "http://h/v1/completions", (), b'{"prompt": "%d"}' % i)
+    return Interaction(request, RecordedResponse(200, (), b"x" * size))
 for i in range(3):
     store.save(f"early-{i}", [one(i)])
 store.save("big", [one(-1)])

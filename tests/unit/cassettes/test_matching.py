@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mockserver.cassettes.format import Interaction, Request, Response
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse
 from mockserver.cassettes.matching import Hit, Index, Miss, route_of
 
 CHAT = "/v1/chat/completions"
@@ -18,7 +18,7 @@ def _body(content: str = "Tell me about Lisbon.", **extra: Any) -> bytes:
 
 
 def _recorded(body: bytes, answer: str = "ok", uri: str = "https://api.openai.com" + CHAT) -> Interaction:
-    return Interaction(Request("POST", uri, (), body), Response(200, (), answer.encode()))
+    return Interaction(RecordedRequest("POST", uri, (), body), RecordedResponse(200, (), answer.encode()))
 
 
 def _hit(result: Hit | Miss) -> Hit:

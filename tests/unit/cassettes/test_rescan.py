@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from mockserver.cassettes.files import CassetteDir, NotACassette, file_name, read
-from mockserver.cassettes.format import Interaction, Request, Response, dumps
+from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, dumps
 from mockserver.cassettes.library import CassetteOptions, Library
 
 
 def _interaction(content: str) -> Interaction:
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode()
-    request = Request("POST", "https://api.openai.com/v1/chat/completions", (), body)
-    return Interaction(request, Response(200, (("content-type", "application/json"),), b'{"id":"x"}', "OK"))
+    request = RecordedRequest("POST", "https://api.openai.com/v1/chat/completions", (), body)
+    return Interaction(request, RecordedResponse(200, (("content-type", "application/json"),), b'{"id":"x"}', "OK"))
 
 
 @pytest.fixture

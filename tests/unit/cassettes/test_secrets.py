@@ -27,8 +27,8 @@ from mockserver.cassettes.check import check_cassettes
 from mockserver.cassettes.files import CassetteError, load
 from mockserver.cassettes.format import (
     Interaction,
-    Request,
-    Response,
+    RecordedRequest,
+    RecordedResponse,
     Stream,
     StreamEvent,
     dumps,
@@ -139,10 +139,10 @@ def _interaction(kind: Kind) -> Interaction:
     echo = b"data: " + json.dumps({"choices": [{"delta": {"content": kind.text}}]}).encode() + b"\n\n"
     stream = Stream((StreamEvent(0.01, echo), StreamEvent(0.02, b"data: [DONE]\n\n")))
     return Interaction(
-        Request(
+        RecordedRequest(
             "POST", "https://h/v1/chat/completions?note=" + quote(kind.text, safe=""), (("x-trace", kind.text),), body
         ),
-        Response.streamed(200, (("content-type", "text/event-stream"), ("x-echo", kind.text)), stream),
+        RecordedResponse.streamed(200, (("content-type", "text/event-stream"), ("x-echo", kind.text)), stream),
     )
 
 
@@ -427,7 +427,7 @@ def test_check_fails_on_a_cassette_vcrpy_wrote_with_secrets(
 def test_check_fails_on_a_truncated_cassette_that_stops_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    interaction = Interaction(Request("GET", "https://h/v1/models"), Response(200, (), b'{"data": []}'))
+    interaction = Interaction(RecordedRequest("GET", "https://h/v1/models"), RecordedResponse(200, (), b'{"data": []}'))
     text = dumps([interaction, interaction])
     (tmp_path / "cut.yaml").write_text(text[: len(text) // 2])
     with pytest.raises(CassetteError):
@@ -437,7 +437,7 @@ def test_check_fails_on_a_truncated_cassette_that_stops_serve(
 
 
 def test_check_fails_on_a_torn_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    interaction = Interaction(Request("GET", "https://h/v1/models"), Response(200, (), b'{"data": []}'))
+    interaction = Interaction(RecordedRequest("GET", "https://h/v1/models"), RecordedResponse(200, (), b'{"data": []}'))
     text = dumps_appendable([interaction, interaction])
     (tmp_path / "torn.yaml").write_text(text[: -len("# end\n") - 5])
     assert len(load(tmp_path / "torn.yaml")) == 1  # serve starts, one recording short
@@ -479,8 +479,8 @@ def test_a_secret_streamed_a_few_characters_per_event_is_redacted_joined(kind: K
     text = f"Your key: {kind.text} (twice: {kind.text})"
     stream = _chat_stream(text, size)
     recorded = Interaction(
-        Request("POST", "https://h/v1/chat/completions"),
-        Response.streamed(200, (("content-type", "text/event-stream"),), stream),
+        RecordedRequest("POST", "https://h/v1/chat/completions"),
+        RecordedResponse.streamed(200, (("content-type", "text/event-stream"),), stream),
     )
     clean = recorded.redacted()
     assert _joined(clean) == redact_text(text)  # what a client reads back, redacted once

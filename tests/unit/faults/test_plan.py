@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from mockserver.faults.catalogue import parse
-from mockserver.faults.plan import APPLIED_KEY, PLAN_KEY, applicable, note, planned
+from mockserver.faults.plan import applicable, note, planned
+from mockserver.wire.scope import APPLIED_KEY, PLAN_KEY
 
 PLAN = parse("http.503@p=0; latency.ttft=5; content.refusal; stream.cut_after=2; transport.reset@p=0")
 

@@ -9,13 +9,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.context import Admin
 from mockserver.errors import APIError, AuthenticationError, Forbidden
-from mockserver.http.auth import RecordingGuard, admin_problem, same_token
+from mockserver.http.auth import Admin, admin_problem, recording_problem, same_token
 
 TOKEN = "admin-secret"
 NON_ASCII = "Bearer tökén-ß-☃".encode()  # what a client sends as UTF-8 bytes
@@ -63,7 +62,7 @@ def test_a_non_ascii_bearer_on_the_admin_api_is_a_401_and_the_server_goes_on() -
         assert client.get("/__mockserver/journal", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
-def _guarded(admin: Admin) -> Starlette:
+def _guarded(admin: Admin) -> ASGIApp:
     async def ok(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
@@ -71,8 +70,12 @@ def _guarded(admin: Admin) -> Starlette:
         return JSONResponse(problem.body(), status_code=problem.status)
 
     app = Starlette(routes=[Route("/v1/chat/completions", ok, methods=["POST"])])
-    app.add_middleware(RecordingGuard, admin=admin, answer=answer)
-    return app
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        problem = recording_problem(admin, scope) if scope["type"] == "http" else None
+        await (answer(problem, scope) if problem is not None else app)(scope, receive, send)
+
+    return guarded
 
 
 @pytest.mark.parametrize("header", ["x-mockserver-record-mode", "x-mockserver-cassette"])

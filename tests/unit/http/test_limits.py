@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from mockserver.errors import ECHO, MAX_MESSAGE, APIError, InvalidRequest, RequestTooLarge, clip
-from mockserver.http.body import NotFinite, NotJson, loads
 from mockserver.http.limits import Limits, too_deep
 from mockserver.profiles import PROFILES, Profile
 from mockserver.routes import params
 from mockserver.schemas.common import GenerationFields
+from mockserver.wire.json import NotFinite, NotJson, loads
 
 # ---- too_deep -----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from mockserver.app import create_app
 from mockserver.config import Settings
+from mockserver.faults.catalogue import CATALOGUE
 from mockserver.http.metrics import Endpoints, Metrics
 from mockserver.routes.table import routes
 
@@ -34,7 +35,7 @@ def test_endpoint_labels(path: str, label: str) -> None:
 
 
 def test_fault_names_drop_their_parameters() -> None:
-    metrics = Metrics(version="0", backend="reference", profile="openai")
+    metrics = Metrics(version="0", backend="reference", profile="openai", faults=CATALOGUE)
     metrics.count_faults("/v1/completions", b"stream.cut_after=3@p=0.5; latency.ttft=200,jitter=1; made.up")
     counted = {
         sample.labels["fault"]: sample.value

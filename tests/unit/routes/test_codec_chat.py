@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from mockserver.context import Options
 from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.profiles import Models, profile_named
 from mockserver.routes.chat import CODEC
-from mockserver.routes.codec import Call, Frame, Options
+from mockserver.routes.codec import Call, ChunkFrame
 from mockserver.schemas.chat import ChatRequest
 from mockserver.spine.events import (
     Event,
@@ -1041,7 +1042,7 @@ def test_chunk_bytes_are_its_object(
 # ---- stream and non-stream agree -----------------------------------------------------------
 
 
-def _client_fold(frames: list[Frame], reasoning_field: str | None) -> dict[str, Any]:
+def _client_fold(frames: list[ChunkFrame], reasoning_field: str | None) -> dict[str, Any]:
     """What a client makes of a stream: each choice's message joined from its deltas, the
     last finish fields, logprobs concatenated, and the usage chunk's usage."""
     choices: dict[int, dict[str, Any]] = {}

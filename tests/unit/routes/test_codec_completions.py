@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from mockserver.context import Options
 from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.profiles import Models, profile_named
-from mockserver.routes.codec import Call, Frame, Options
+from mockserver.routes.codec import Call, ChunkFrame
 from mockserver.routes.completions import CODEC
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.spine.events import (
@@ -580,7 +581,7 @@ def test_chunk_bytes_are_its_object(
 FINISH_FIELDS = ("finish_reason", "stop_reason")
 
 
-def _client_fold(frames: list[Frame]) -> dict[str, Any]:
+def _client_fold(frames: list[ChunkFrame]) -> dict[str, Any]:
     """What a client makes of a stream: text joined per index, logprobs lists concatenated,
     the last finish fields, and the usage chunk's usage."""
     choices: dict[int, dict[str, Any]] = {}

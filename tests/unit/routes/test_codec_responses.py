@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from mockserver.clock import VirtualClock
+from mockserver.context import Options
 from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.profiles import Models, profile_named
-from mockserver.routes.codec import Options
 from mockserver.routes.responses.codec import (
     CODEC,
     conversation,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from mockserver.engine import Engine
 from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.faults.catalogue import parse
 from mockserver.faults.content import REFUSAL
 from mockserver.faults.latency import Timeline, paced
-from mockserver.spine.backend import Ask, Chain, Declined
-from mockserver.spine.engine import Engine
+from mockserver.spine.backend import Ask, BackendBase, Chain, Declined, Role
 from mockserver.spine.events import (
     Answered,
     Event,
@@ -57,7 +57,7 @@ RECORDED: tuple[Event, ...] = (
 )
 
 
-class Says:
+class Says(BackendBase):
     """Answers every request with ``events``; remembers the requests it was given."""
 
     def __init__(self, events: tuple[Event, ...] = SAID) -> None:
@@ -65,7 +65,8 @@ class Says:
         self.asked: list[GenerationRequest] = []
         self.closed = False
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        request = await ask.request()
         self.asked.append(request)
         try:
             for event in self.events:
@@ -74,41 +75,47 @@ class Says:
             self.closed = True
 
 
-class Declines:
+class Declines(BackendBase):
     """Declines every request (with ``error``, if given), after reading it."""
+
+    role: Role = "script"
 
     def __init__(self, error: APIError | None = None) -> None:
         self.error = error
         self.asked: list[GenerationRequest] = []
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        self.asked.append(request)
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        self.asked.append(await ask.request())
         raise Declined(self.error)
         yield  # an async generator, as backends are
 
 
-class Idle:
+class Idle(BackendBase):
     """A backend with nothing to answer with (scripted answers with no rule)."""
 
-    idle = True
+    role: Role = "script"
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    @property
+    def idle(self) -> bool:
+        return True
+
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
         raise AssertionError("an idle backend is never asked")
         yield
 
 
-class Recorder:
-    """Answers by the request as sent (replay, record): ``answer(source)``, never ``generate``."""
+class Recorder(BackendBase):
+    """Answers by the request as sent (replay, record): reads the ask's source, never builds it."""
+
+    role: Role = "recording"
 
     def __init__(self, declines: APIError | bool | None = False) -> None:
         self.events = RECORDED
         self.declines = declines
         self.sources: list[Source] = []
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        raise AssertionError("the chain asks a recorder by its source")
-
-    async def answer(self, source: Source) -> AsyncIterator[Event]:
+    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        source = ask.source
         self.sources.append(source)
         if self.declines is not False:
             raise Declined(self.declines if isinstance(self.declines, APIError) else None)

@@ -16,7 +16,6 @@ from typing import Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from mockserver.http.body import Json
 from mockserver.routes.responses.compact import CompactRequest
 from mockserver.schemas import outputs
 from mockserver.schemas.chat import ChatRequest
@@ -24,6 +23,7 @@ from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.embeddings import EmbeddingRequest
 from mockserver.schemas.images import EditRequest, ImageRequest, VariationRequest
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
+from mockserver.wire.json import Json
 
 __all__ = ["OPERATIONS", "Operation", "Param", "document"]
 

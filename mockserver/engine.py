@@ -2,7 +2,7 @@
 
 ``chain ▸ content faults ▸ latency ▸ usage count`` — each an async-iterator transformer, so
 they apply to every backend alike: the model, scripted answers, replays and recordings. The
-faults a request gets are decided at the HTTP edge (:mod:`mockserver.faults.injector`) and
+faults a request gets are decided at the HTTP edge (:mod:`mockserver.edge.injection`) and
 handed in; stream faults act later, on the frames (:mod:`mockserver.http.sse`).
 
 The engine also *primes* streams: a streaming response has sent ``200`` before it starts

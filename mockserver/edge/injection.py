@@ -1,4 +1,4 @@
-"""The fault injector: ASGI middleware in front of every provider path (``/v1/…``).
+"""The fault injector: the edge's step in front of every provider path (``/v1/…``).
 
 For each request it, in order: journals the request (before any delay), decides its faults
 (the ``x-mockserver-fault`` header, ``--faults``, matching rules; probabilities drawn from a
@@ -21,44 +21,47 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from mockserver.context import ServerContext
+from mockserver.edge.exchange import Exchange
 from mockserver.errors import APIError, ErrorStyle, InvalidRequest, RequestTooLarge
 from mockserver.faults import catalogue
 from mockserver.faults.catalogue import Fault, FaultError
 from mockserver.faults.http import StatusError, http_error, retry_headers
 from mockserver.faults.journal import Entry
-from mockserver.faults.plan import APPLIED_KEY, PLAN_KEY, note
+from mockserver.faults.plan import note
 from mockserver.faults.ratelimit import estimate_tokens
 from mockserver.faults.rules import RequestInfo
-from mockserver.http import headers as h
-from mockserver.http.body import BODY_KEY, buffered, parse_lenient, send_bytes
+from mockserver.http.body import buffered, send_bytes
 from mockserver.http.link import find_transport, reset
-from mockserver.http.sse import TALLY_KEY
 from mockserver.spine.seeding import canonical
 from mockserver.state.base import StateUnavailable
-from mockserver.state.sync import SCOPE_KEY
+from mockserver.wire import headers as h
+from mockserver.wire.json import parse_lenient
+from mockserver.wire.scope import APPLIED_KEY, BODY_KEY, PLAN_KEY, SYNCED_KEY, TALLY_KEY
 
-__all__ = ["FaultInjector"]
+__all__ = ["Injection"]
 
 log = logging.getLogger("mockserver")
 
 _WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, b"authorization"})
 
 
-class FaultInjector:
-    def __init__(self, app: ASGIApp, ctx: ServerContext) -> None:
-        self.app = app
+Inner = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Injection:
+    """The injector for the requests of ``ctx``'s server. The edge calls it for every provider
+    request, with ``app``: what answers when no fault does (the auth check and the routes)."""
+
+    def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
-            await self.app(scope, receive, send)
-            return
+    async def __call__(self, scope: Scope, receive: Receive, send: Exchange, app: Inner) -> None:
         chaos = self.ctx.chaos
         started = time.perf_counter()
-        read = scope.get(BODY_KEY)  # read and parsed at the edge (BodyLimits), when it ran
+        read = scope.get(BODY_KEY)  # read and parsed at the edge, when it is JSON
         if read is not None:
             raw, body = read
         elif scope["method"] in ("GET", "HEAD"):  # no body: nothing to buffer, journal or decide on
@@ -82,7 +85,7 @@ class FaultInjector:
         if self.ctx.state.shared and self.ctx.refresh is not None:
             # One round trip: the rule books' and the clock's news, and this entry's id.
             try:
-                entry_id = scope[SCOPE_KEY] = await self.ctx.refresh.begin(True)
+                entry_id = scope[SYNCED_KEY] = await self.ctx.refresh.begin(True)
             except StateUnavailable as exc:
                 await _answer(send, exc, self._style(scope))
                 return
@@ -96,20 +99,21 @@ class FaultInjector:
             raw=raw,
             entry_id=entry_id,
         )
-        applied: list[Fault] = []
+        applied = send.applied
         scope[BODY_KEY] = (raw, body)
         scope[TALLY_KEY] = entry
         scope[APPLIED_KEY] = applied
+        send.entry = entry
         # On a shared state the entry is pushed before the answer's last byte leaves, so a
         # client that has its answer finds the request in the journal of any process.
-        last = self._last_byte(entry, started, applied) if chaos.journal.shared else None
-        recorder = _Recorder(send, entry, applied, last)
+        if chaos.journal.shared:
+            send.last = self._last_byte(entry, started, applied)
         try:
             try:
                 spec = wanted.get(h.FAULT)
                 asked = catalogue.parse(spec.decode("latin-1")) if spec else ()
             except FaultError as exc:
-                await _answer(recorder, InvalidRequest(str(exc), param=h.name(h.FAULT)), self._style(scope))
+                await _answer(send, InvalidRequest(str(exc), param=h.name(h.FAULT)), self._style(scope))
                 return
             model = fields.get("model") if isinstance(fields.get("model"), str) else None
             plan: tuple[Fault, ...] = ()
@@ -129,17 +133,17 @@ class FaultInjector:
                 try:
                     plan = await chaos.rules.decide(info, asked, rng)
                 except StateUnavailable as exc:
-                    await _answer(recorder, exc, self._style(scope))
+                    await _answer(send, exc, self._style(scope))
                     return
-            if chaos.limiter.active and not await self._charge(wanted, model, body, recorder, scope):
+            if chaos.limiter.active and not await self._charge(wanted, model, body, send, scope):
                 return
             scope[PLAN_KEY] = plan
             if plan:
-                await self._apply(plan, scope, receive, recorder, model)
+                await self._apply(plan, scope, receive, send, model, app)
             else:
-                await self.app(scope, receive, recorder)
+                await app(scope, receive, send)
         finally:
-            if not recorder.pushed:
+            if not send.pushed:
                 entry.faults = [f.render() for f in applied]
                 self._close(entry, started, stream)
                 if chaos.journal.shared:
@@ -149,7 +153,7 @@ class FaultInjector:
         return self.ctx.profile_of(scope).error_style
 
     async def _charge(
-        self, wanted: dict[bytes, bytes], model: str | None, body: Any, send: _Recorder, scope: Scope
+        self, wanted: dict[bytes, bytes], model: str | None, body: Any, send: Exchange, scope: Scope
     ) -> bool:
         """Take from the rate limiter; False (after answering 429) when a bucket is empty."""
         key = wanted.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
@@ -174,7 +178,7 @@ class FaultInjector:
         return False
 
     async def _apply(
-        self, plan: tuple[Fault, ...], scope: Scope, receive: Receive, send: _Recorder, model: str | None
+        self, plan: tuple[Fault, ...], scope: Scope, receive: Receive, send: Exchange, model: str | None, app: Inner
     ) -> None:
         by_kind: dict[str, Fault] = {}
         for fault in plan:  # of two faults of one kind, the first listed wins
@@ -196,10 +200,11 @@ class FaultInjector:
             note(scope, [by_kind["transport"]])
             await self._transport_fault(by_kind["transport"], find_transport(send.inner), receive, send)
             return
-        await self.app(scope, receive, send)
+        await app(scope, receive, send)
 
-    async def _transport_fault(self, fault: Fault, transport: Any, receive: Receive, send: _Recorder) -> None:
+    async def _transport_fault(self, fault: Fault, transport: Any, receive: Receive, send: Exchange) -> None:
         entry = send.entry
+        assert entry is not None
         if fault.name == "transport.hang":
             entry.ended = "hang"
             while (await receive())["type"] != "http.disconnect":
@@ -250,50 +255,6 @@ def _int(value: bytes | None) -> int:
         return int(value or b"0")
     except ValueError:
         return 0
-
-
-class _Recorder:
-    """``send`` that journals what goes out and adds the injector's headers (the faults
-    applied, known by the time the answer starts)."""
-
-    def __init__(
-        self, send: Send, entry: Entry, applied: list[Fault], last: Callable[[], Awaitable[None]] | None = None
-    ) -> None:
-        self.inner = send
-        self.entry = entry
-        self.applied = applied
-        self.extra: list[tuple[bytes, bytes]] = []
-        self.last = last  # called before the last body message goes out (a shared journal's push)
-        self.pushed = False
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.entry.status = message["status"]
-            headers = message.get("headers", [])
-            extra = self.extra
-            if self.applied:
-                extra = [*extra, (h.FAULTS, "; ".join(f.render() for f in self.applied).encode())]
-            if extra:
-                headers = [*headers, *extra]
-                message = {**message, "headers": headers}
-            for key, value in headers:
-                if key == h.SEED:
-                    self.entry.seed = int(value)
-                elif key == b"retry-after":
-                    self.entry.retry_after = float(value)
-        elif message["type"] == "http.response.body":
-            self.entry.bytes += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                if self.entry.ended == "pending":
-                    self.entry.ended = "done"  # a stream's writer says how it ended before this
-                if self.last is not None and not self.pushed:
-                    self.pushed = True
-                    await self.last()
-        try:
-            await self.inner(message)
-        except OSError:
-            self.entry.ended = "client_disconnect"
-            raise
 
 
 async def _answer(send: Send, error: APIError, style: Any) -> None:

@@ -1,0 +1,117 @@
+"""The one ``send`` every answer goes out through: what the edge learns from it and adds to it.
+
+The edge wraps ``send`` once per request (not once per concern): at the status line it notes
+the status, journals the answer (its status, seed, ``retry-after``), adds the headers the edge
+owes it (rate-limit headers, the faults applied, ``x-request-id``) and counts it in the metrics
+(faults, streams); at the last body message it closes the journal entry (pushed to a shared
+journal before the last byte leaves) and counts the request answered. Each part does its work
+only when the edge switched it on for this request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.types import Message, Send
+
+from mockserver.faults.catalogue import Fault
+from mockserver.faults.journal import Entry
+from mockserver.http.metrics import Metrics
+from mockserver.http.request_id import HEADER, Hash, id_of
+from mockserver.wire import headers as h
+
+__all__ = ["Exchange"]
+
+
+class Exchange:
+    """``send`` for one request. Not slotted: :func:`~mockserver.http.link.find_transport` finds
+    the connection through :attr:`inner` (uvicorn's ``send``)."""
+
+    def __init__(self, send: Send, running: Hash) -> None:
+        self.inner = send
+        self.running = running  # the request's hash: its x-request-id
+        self.status = 0  # none sent yet: a transport fault, or a client gone before the answer
+        # Metrics, once measure() is called.
+        self.metrics: Metrics | None = None
+        self.endpoint = self.method = self.profile = ""
+        self.started = 0.0
+        self.counted = True
+        self.faulted = False  # the faults header was counted (else the applied list is, at the end)
+        # The journal, once the injector opens an entry.
+        self.entry: Entry | None = None
+        self.applied: list[Fault] = []
+        self.extra: list[tuple[bytes, bytes]] = []  # headers the edge adds (the rate limiter's)
+        self.last: Callable[[], Awaitable[None]] | None = None  # before the last body message (a shared journal's push)
+        self.pushed = False
+
+    def measure(self, metrics: Metrics, endpoint: str, method: str, profile: str) -> None:
+        """Count this request in ``metrics`` (in flight now; answered at its last byte)."""
+        self.metrics = metrics
+        self.endpoint, self.method, self.profile = endpoint, method, profile
+        self.started = time.perf_counter()
+        self.counted = False
+        metrics.in_flight += 1
+
+    def count(self) -> None:
+        """The request is answered (or ended without an answer): counted once."""
+        if self.counted or self.metrics is None:
+            return
+        self.counted = True
+        m = self.metrics
+        m.in_flight -= 1
+        m.answered(self.endpoint, self.method, self.status, self.profile, time.perf_counter() - self.started)
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        entry = self.entry
+        if kind == "http.response.start":
+            self.status = status = message["status"]
+            headers = message.get("headers", [])
+            extra = self.extra
+            if self.applied:
+                extra = [*extra, (h.FAULTS, "; ".join(f.render() for f in self.applied).encode())]
+            if extra:
+                headers = [*headers, *extra]
+            if entry is not None:
+                entry.status = status
+            stamped = False
+            for key, value in headers:  # one pass over the headers for every part
+                if key == h.SEED:
+                    if entry is not None:
+                        entry.seed = int(value)
+                elif key == b"retry-after":
+                    if entry is not None:
+                        entry.retry_after = float(value)
+                elif key == h.FAULTS:
+                    if self.metrics is not None:
+                        self.faulted = True
+                        self.metrics.count_faults(self.endpoint, value)
+                elif key == b"content-type":
+                    if self.metrics is not None and value.startswith(b"text/event-stream"):
+                        self.metrics.count_stream(self.endpoint, self.profile)
+                elif key.lower() == HEADER:
+                    stamped = True  # a recording's own id is kept
+            if not stamped:
+                headers = [*headers, (HEADER, id_of(self.running).encode())]
+            message = {**message, "headers": headers}
+        elif kind == "http.response.body":
+            last = not message.get("more_body", False)
+            if entry is not None:
+                entry.bytes += len(message.get("body", b""))
+                if last:
+                    if entry.ended == "pending":
+                        entry.ended = "done"  # a stream's writer says how it ended before this
+                    if self.last is not None and not self.pushed:
+                        self.pushed = True
+                        await self.last()
+            if last:
+                # Counted before the last byte goes out, so a client that has its answer and
+                # then scrapes always sees it counted.
+                self.count()
+        try:
+            await self.inner(message)
+        except OSError:
+            if entry is not None:
+                entry.ended = "client_disconnect"
+            raise

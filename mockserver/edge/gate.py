@@ -1,0 +1,148 @@
+"""The edge: every request passes it once, before any route, and its answer passes it back.
+
+One pass, in this order (each step only where it applies, and set up at start-up):
+
+1. the request's id starts hashing (:mod:`mockserver.http.request_id`);
+2. its profile prefix is read (``/fireworks/v1/…`` → ``/v1/…`` as Fireworks; Azure's paths);
+3. ``GET /metrics`` is answered; every other request is counted in the metrics;
+4. its body is read against the limits and parsed once (413 / 400);
+5. on provider paths (``/v1/…``): the recording headers are held to the admin rule (when
+   cassettes are on), the fault injector journals the request, decides its faults, charges the
+   rate limiter and answers an HTTP or transport fault itself (or, without the injector, a
+   shared state gets the request's first look), then the bearer keys are checked (a fault can
+   stand in for any answer, a missing key included);
+6. the routes answer.
+
+``send`` is wrapped once for all of them (:class:`~mockserver.edge.exchange.Exchange`), and
+``receive`` only to replay a body the edge has read. An error the edge answers itself is worded
+as the request's profile words errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mockserver.context import ServerContext
+from mockserver.edge.exchange import Exchange
+from mockserver.edge.injection import Injection
+from mockserver.errors import APIError
+from mockserver.http.auth import bearer_problem, recording_problem
+from mockserver.http.body import replaying
+from mockserver.http.gone import ClientGone
+from mockserver.http.limits import take_body
+from mockserver.http.metrics import METHODS, OTHER, Endpoints, Metrics, measured, measuring
+from mockserver.http.prefix import Prefixes
+from mockserver.http.request_id import Hash, begin, hashing
+from mockserver.profiles import Profile
+from mockserver.state.base import StateUnavailable
+from mockserver.wire.scope import DEPLOYMENT, PROFILE_KEY, SYNCED_KEY
+
+__all__ = ["Edge"]
+
+Answer = Callable[[APIError, Scope], Response]
+
+
+class Edge:
+    """ASGI middleware: the one pass (see the module docstring). ``answer`` words an error as
+    the request's profile does; ``injector``, ``recording`` and ``keys`` switch their steps on."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        ctx: ServerContext,
+        metrics: Metrics,
+        routes: Iterable[BaseRoute],
+        profiles: Mapping[str, Profile],
+        answer: Answer,
+        injector: bool = True,
+        recording: bool = False,
+        keys: frozenset[str] = frozenset(),
+    ) -> None:
+        self.app = app
+        self.ctx = ctx
+        self.metrics = metrics
+        self.endpoints = Endpoints(routes)
+        self.prefixes = Prefixes(profiles)
+        self.answer = answer
+        self.injection = Injection(ctx) if injector else None
+        # Without the injector (which pays it), a shared state's first look is the edge's.
+        self.first_look = ctx.refresh if not injector and ctx.state.shared else None
+        self.recording = recording
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        running = begin(scope)  # in the scope as sent: the error layer outside reads it there
+        routed = self.prefixes.route(scope)
+        scope = routed.scope
+        path, method = scope["path"], scope["method"]
+        if path == "/metrics" and method in ("GET", "HEAD"):
+            await self.metrics.expose(scope, Exchange(send, running))
+            return
+        exchange = Exchange(send, running)
+        if routed.problem is not None:
+            await self.answer(routed.problem, scope)(scope, receive, exchange)
+            return
+        m = self.metrics
+        profile: str = scope.get(PROFILE_KEY) or m.profile
+        endpoint = self.endpoints.label(path)
+        exchange.measure(m, endpoint, method if method in METHODS else OTHER, profile)
+        token = measuring(endpoint, profile)
+        deployment = DEPLOYMENT.set(routed.deployment) if routed.deployment is not None else None
+        try:
+            await self._serve(scope, receive, exchange, running)
+        except Exception:
+            exchange.status = exchange.status or 500  # the error handler outside us answers with a 500
+            raise
+        finally:
+            if deployment is not None:
+                DEPLOYMENT.reset(deployment)
+            measured(token)
+            if not exchange.faulted and exchange.applied:  # a transport fault sends no headers to read
+                m.count_faults(endpoint, "; ".join(f.name for f in exchange.applied).encode())
+            exchange.count()  # it raised, or sent no answer, or the client left mid-stream
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Exchange, running: Hash) -> None:
+        try:
+            raw = await take_body(scope, hashing(running, receive), self.ctx.limits)
+        except APIError as exc:  # too large, too deep, a number JSON cannot carry
+            await self.answer(exc, scope)(scope, receive, send)
+            return
+        except ClientGone:  # the client left while sending it: nobody to answer
+            return
+        if raw is not None:
+            receive = replaying(raw, receive)
+        if not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        if self.recording:
+            problem = recording_problem(self.ctx.admin, scope)
+            if problem is not None:
+                await self.answer(problem, scope)(scope, receive, send)
+                return
+        if self.injection is not None:
+            await self.injection(scope, receive, send, self._provider)
+            return
+        if self.first_look is not None and SYNCED_KEY not in scope:
+            try:
+                scope[SYNCED_KEY] = await self.first_look.begin(False)
+            except StateUnavailable as exc:
+                await self.answer(exc, scope)(scope, receive, send)
+                return
+        await self._provider(scope, receive, send)
+
+    async def _provider(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A provider request past the faults: the bearer keys, then the routes."""
+        if self.keys:
+            problem = bearer_problem(self.keys, scope)
+            if problem is not None:
+                await self.answer(problem, scope)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
