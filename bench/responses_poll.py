@@ -34,7 +34,8 @@ from bench import driver
 from bench.loadgen import Cell
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.responses.store import MemoryStore, Record
+from mockserver.state.memory import MemoryStore
+from mockserver.state.records import Record
 from tests.support.live import serve_in_thread
 
 __all__ = ["BODY", "app", "fill", "template"]

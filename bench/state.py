@@ -9,8 +9,11 @@ tokens added over the admin API, as in ``bench/spine.py``), measured side by sid
 * **redis** — ``--state redis://127.0.0.1:PORT/0`` on a ``redis-server`` started here on a free
   loopback port (no persistence: the figure is the protocol's cost, not the disk's).
 * **redis ×2** — the same with ``--workers 2``: two processes on one port (its own database).
+* **cluster** — ``--state redis+cluster://…`` on a three-node Redis Cluster started here
+  (:mod:`tests.support.redis_cluster`; no persistence). Its Redis CPU column is the node that
+  holds the state's slot (the one the answers use).
 
-All four run at once; load comes from ``wrk`` (closed loop, after a warm-up) on one at a time,
+All five run at once; load comes from ``wrk`` (closed loop, after a warm-up) on one at a time,
 in ``--rounds`` rounds that go through every server at each concurrency, and each cell keeps
 its least disturbed round (the least CPU per request). *Server CPU per
 request* is utime + stime from ``/proc`` of the server process and its children (the workers)
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 
 from bench import procs
 from bench.spine import CHAT, PROMPT, _scripted_text, _wrk
+from tests.support.redis_cluster import RedisCluster, available
 from tests.support.redis_server import RedisServer, ensure
 
 GOAL_MS = 0.3  # the issue's goal: Redis adds at most this much server CPU to a scripted answer
@@ -104,6 +108,24 @@ def measure(
     )
 
 
+def _holder(cluster: RedisCluster) -> int | None:
+    """The pid of the cluster node that serves the state's slot."""
+    import asyncio
+
+    from tests.support.redis_server import Client
+
+    async def port() -> int:
+        client = Client(cluster.url)
+        try:
+            return await client.port_of("mockserver:{state}:")
+        finally:
+            await client.close()
+
+    found = asyncio.run(port())
+    node = next(n for n in cluster.nodes if n.port == found)
+    return node.process.pid if node.process is not None else None
+
+
 def _script(port: int, text: str) -> None:
     status, answer = procs.request(port, "POST", "/__mockserver/answers", {"text": text})
     assert status == 200, answer
@@ -120,12 +142,15 @@ def run(args: argparse.Namespace) -> list[Cell]:
         redis = stack.enter_context(RedisServer())
         assert redis.process is not None
         other_db = redis.url.rsplit("/", 1)[0] + "/1"  # the two Redis servers keep apart
-        layouts = [
+        layouts: list[tuple[str, list[str], int | None]] = [
             ("memory", ["--state", "memory"], None),
             ("sqlite", ["--state", f"sqlite:{workdir / 'state.db'}"], None),
             ("redis", ["--state", redis.url], redis.process.pid),
             ("redis ×2", ["--state", other_db, "--workers", "2"], redis.process.pid),
         ]
+        if available() and not args.no_cluster:
+            cluster = stack.enter_context(RedisCluster())
+            layouts.append(("cluster", ["--state", cluster.url], _holder(cluster)))
         servers = []
         for name, flags, redis_pid in layouts:
             argv = procs.mockserver_command(procs.free_port(), extra=["--backend", "script", *flags])
@@ -155,17 +180,18 @@ def report(cells: list[Cell]) -> str:
     for c in cells:
         base = memory.get(c.concurrency)
         added = "—" if c.server == "memory" or base is None else f"{c.cpu_us - base.cpu_us:+.0f}"
-        redis = f"{c.redis_us:.0f}" if c.server.startswith("redis") else "—"
+        redis = f"{c.redis_us:.0f}" if c.server.startswith(("redis", "cluster")) else "—"
         lines.append(
             f"| {c.server} | {c.concurrency} | {c.rps:,.0f} | {c.cpu_us:.0f} | {added} | {redis} "
             f"| {c.p50_ms:.2f} | {c.p99_ms:.2f} | {c.errors} |"
         )
     lines.append("")
-    for name in ("sqlite", "redis", "redis ×2"):
+    for name in ("sqlite", "redis", "redis ×2", "cluster"):
         extra = [c.cpu_us - memory[c.concurrency].cpu_us for c in cells if c.server == name and c.concurrency in memory]
         if extra:
             worst = max(extra) / 1000
-            verdict = f" (goal ≤ {GOAL_MS} ms: {'met' if worst <= GOAL_MS else 'missed'})" if name == "redis" else ""
+            met = "met" if worst <= GOAL_MS else "missed"
+            verdict = f" (goal ≤ {GOAL_MS} ms: {met})" if name in ("redis", "cluster") else ""
             lines.append(f"- {name} adds {min(extra) / 1000:.3f}–{worst:.3f} ms server CPU per request{verdict}")
     return "\n".join(lines)
 
@@ -178,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", default="16,64")
     p.add_argument("--rounds", type=int, default=3, help="rounds of every cell (the least disturbed is kept)")
     p.add_argument("--out", type=Path, default=None, help="also write the table here")
+    p.add_argument("--no-cluster", action="store_true", help="leave out the Redis Cluster")
     args = p.parse_args(argv)
     if args.quick:
         args.duration, args.warmup, args.rounds = 2.0, 1.0, 1

@@ -5,7 +5,7 @@ positions, the virtual clock and images served by URL are all written with these
 so one implementation per storage engine (:mod:`~mockserver.state.memory`,
 :mod:`~mockserver.state.sqlite`, :mod:`~mockserver.state.redis`) makes every subsystem shared.
 The Responses API's records need a conditional update the primitives do not give; they live in
-``records``, a :class:`~mockserver.responses.store.Store` of the same engine.
+``records``, a :class:`~mockserver.state.records.Store` of the same engine.
 
 The operations are chosen so that nothing is read-modify-written across processes: counters
 are added to atomically (:meth:`State.exchange` reads and counts in one round trip, which is
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from mockserver.errors import APIError
-
-if TYPE_CHECKING:
-    from mockserver.responses.store import Store
+from mockserver.state.records import Store
 
 __all__ = ["Draw", "Drawn", "State", "StateUnavailable", "charge", "refill"]
 

@@ -1,6 +1,8 @@
-"""``--state memory``: the state in this process's memory (the default; nothing is shared).
+"""``--state memory``: the state and the records in this process's memory (the default; nothing is shared).
 
-Every method completes without awaiting anything, so each is atomic on the event loop; a lock
+:class:`MemoryState` is the :class:`~mockserver.state.base.State`; :class:`MemoryStore` the
+records' :class:`~mockserver.state.records.Store` (``--store memory``). Every method of either
+completes without awaiting anything, so each is atomic on the event loop; in MemoryState a lock
 makes them atomic against the threads a test's Python API calls from too.
 """
 
@@ -8,14 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from mockserver.clock import Clock
-from mockserver.responses.store import MemoryStore, Store
 from mockserver.state.base import Draw, Drawn, charge
+from mockserver.state.records import Page, Query, Record, RecordKind, Store
+from mockserver.wire.json import Json
 
-__all__ = ["MemoryState"]
+__all__ = ["MemoryState", "MemoryStore"]
 
 
 class MemoryState:
@@ -122,3 +126,97 @@ class MemoryState:
 class _Wall:
     def now(self) -> float:
         return time.time()
+
+
+@dataclass(slots=True)
+class _Entry:
+    record: Record
+    expires: float
+    events: list[Json] = field(default_factory=list)
+
+
+class MemoryStore:
+    """Records in insertion order; past ``capacity`` the oldest go, and a record is gone once
+    the clock passes its expiry. Every method completes without awaiting anything, so each
+    is atomic on the event loop."""
+
+    def __init__(self, clock: Clock, capacity: int = 10_000, ttl: float = 2_592_000.0) -> None:
+        self._clock = clock
+        self._capacity = capacity
+        self._ttl = ttl
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _live(self, response_id: str, kind: RecordKind | None = None) -> _Entry | None:
+        """The unexpired entry (of ``kind``, if given)."""
+        entry = self._entries.get(response_id)
+        if entry is not None and entry.expires <= self._clock.now():
+            del self._entries[response_id]
+            return None
+        if entry is not None and kind is not None and entry.record.kind != kind:
+            return None
+        return entry
+
+    async def create(self, record: Record) -> bool:
+        if self._live(record.id) is not None:
+            return False
+        self._entries[record.id] = _Entry(record, self._clock.now() + self._ttl)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return True
+
+    async def get(self, response_id: str, kind: RecordKind = "response") -> Record | None:
+        entry = self._live(response_id, kind)
+        return entry.record if entry is not None else None
+
+    async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
+        entry = self._live(response_id, "response")
+        if entry is None or entry.record.status not in expect:
+            return False
+        entry.events.extend(events)
+        entry.record = replace(entry.record, response=response, events=len(entry.events))
+        return True
+
+    async def events(self, response_id: str, after: int) -> list[Json]:
+        entry = self._live(response_id)
+        if entry is None:
+            return []
+        # Sequence numbers are list positions, so "after N" is a slice.
+        return entry.events[max(0, after + 1) :]
+
+    async def delete(self, response_id: str, kind: RecordKind = "response") -> bool:
+        if self._live(response_id, kind) is None:
+            return False
+        del self._entries[response_id]
+        return True
+
+    async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
+        entry = self._live(record_id, kind)
+        if entry is None:
+            return False
+        entry.record = replace(entry.record, response=obj)  # the entry stays where it is: same order
+        return True
+
+    async def find(self, query: Query) -> Page | None:
+        now = self._clock.now()
+        # Insertion order is creation order (a re-created id moves to the end, as it should).
+        ids = [i for i, e in self._entries.items() if e.record.kind == query.kind and e.expires > now]
+        if query.order == "desc":
+            ids.reverse()
+        if query.after is not None:
+            if query.after not in ids:
+                return None
+            ids = ids[ids.index(query.after) + 1 :]
+        records = (self._entries[i].record for i in ids)
+        return Page.of((r for r in records if query.admits(r)), query.limit)
+
+    async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
+        return []  # it lives and dies with the one process that runs its responses
+
+    async def clear(self) -> None:
+        self._entries.clear()
+
+    async def close(self) -> None:
+        self._entries.clear()

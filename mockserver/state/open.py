@@ -1,15 +1,18 @@
 """Which state ``--state URL`` names, and how a URL is shown (its password hidden).
 
 ``memory`` (the default), ``sqlite:PATH`` (one host, many processes) or ``redis://[:PASSWORD@]HOST[:PORT][/DB]``
-(``rediss://`` for TLS). ``--store`` names the records' engine alone, as it did before ``--state``:
+(``rediss://`` for TLS), ``redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT…]`` (a Redis Cluster; ``rediss+cluster://``)
+or ``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT…]/SERVICE[/DB]`` (the primary Sentinels name).
+``--store`` names the records' engine alone, as it did before ``--state``:
 with ``--state memory --store sqlite:PATH`` the responses are shared and nothing else is.
 """
 
 from __future__ import annotations
 
 from mockserver.clock import Clock
-from mockserver.responses.store import MemoryStore, Store
 from mockserver.state.base import State
+from mockserver.state.memory import MemoryStore
+from mockserver.state.records import Store
 from mockserver.state.urls import StateURLError, hidden, kind_of
 
 __all__ = ["StateURLError", "hidden", "kind_of", "open_state"]
@@ -20,10 +23,10 @@ def _records(url: str, clock: Clock, capacity: int, ttl: float) -> Store:
     if kind == "memory":
         return MemoryStore(clock, capacity, ttl)
     if kind == "sqlite":
-        from mockserver.responses.sqlite import SqliteStore
+        from mockserver.state.sqlite.records import SqliteStore
 
         return SqliteStore(url.partition(":")[2], clock, ttl)
-    from mockserver.responses.redis import RedisStore
+    from mockserver.state.redis.records import RedisStore
 
     return RedisStore(url, clock, ttl)
 
@@ -40,9 +43,9 @@ def open_state(
 
         return MemoryState(records, clock)
     if kind == "sqlite":
-        from mockserver.state.sqlite import SqliteState
+        from mockserver.state.sqlite.state import SqliteState
 
         return SqliteState(url.partition(":")[2], records)
-    from mockserver.state.redis import RedisState
+    from mockserver.state.redis.state import RedisState
 
     return RedisState(url, records)

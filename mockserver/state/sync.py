@@ -20,30 +20,16 @@ import asyncio
 import concurrent.futures
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
-
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver.state.base import State, StateUnavailable
 from mockserver.state.memory import MemoryState
 
-__all__ = [
-    "SCOPE_KEY",
-    "Bridge",
-    "Cached",
-    "FirstLook",
-    "Refresh",
-    "Synced",
-    "drive",
-    "safe",
-    "shared_time",
-    "version_step",
-]
+__all__ = ["Bridge", "Cached", "Refresh", "Synced", "drive", "safe", "shared_time", "version_step"]
 
 T = TypeVar("T")
 
-SCOPE_KEY = "mockserver.synced"  # set once a request has paid its first look (an int: its journal id, or 0)
 # The shared virtual clock: nanoseconds it was moved past its start (--frozen-time, the same on
 # every process), a counter, so advances from two processes at once both count (an atomic add).
 CLOCK_KEY = "clock:ns"
@@ -220,25 +206,3 @@ class Refresh:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-class FirstLook:
-    """ASGI middleware for a server without the fault injector (which pays the look itself):
-    every provider request looks at the shared state before anything answers it."""
-
-    def __init__(
-        self, app: ASGIApp, refresh: Refresh, answer: Callable[[StateUnavailable, Scope], Awaitable[Any]]
-    ) -> None:
-        self.app = app
-        self.refresh = refresh
-        self.answer = answer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and SCOPE_KEY not in scope:
-            try:
-                scope[SCOPE_KEY] = await self.refresh.begin(False)
-            except StateUnavailable as exc:
-                response = await self.answer(exc, scope)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)

@@ -1,5 +1,9 @@
 """What a state URL names (``memory``, ``sqlite``, ``redis``) and how it is shown (password hidden).
 
+``redis`` is every form the Redis engine takes: ``redis://`` and ``rediss://`` (one Redis),
+``redis+cluster://`` and ``rediss+cluster://`` (a Redis Cluster), ``redis+sentinel://`` and
+``rediss+sentinel://`` (the primary a set of Sentinels names).
+
 Apart from :mod:`mockserver.state.open` so the engines, which name their URL in errors, can use
 it without importing the module that imports them.
 """
@@ -9,6 +13,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["StateURLError", "hidden", "kind_of"]
+
+
+_REDIS = frozenset(f"{base}{mode}" for base in ("redis", "rediss") for mode in ("", "+cluster", "+sentinel"))
 
 
 class StateURLError(ValueError):
@@ -22,10 +29,11 @@ def kind_of(url: str) -> str:
     scheme, sep, rest = url.partition(":")
     if scheme == "sqlite" and sep and rest:
         return "sqlite"
-    if scheme in ("redis", "rediss") and rest.startswith("//"):
+    if scheme in _REDIS and rest.startswith("//"):
         return "redis"
     raise StateURLError(
-        f"unknown state {hidden(url)!r}: use 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB' (or rediss://)"
+        f"unknown state {hidden(url)!r}: use 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB' "
+        "(or rediss://, redis+cluster://HOST:PORT,…, redis+sentinel://HOST:PORT,…/SERVICE)"
     )
 
 
@@ -35,8 +43,14 @@ def hidden(url: str) -> str:
         return url
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018  (a cluster's HOST:PORT,HOST:PORT is no port: read below, by hand)
     except ValueError:
-        return url.split("://", 1)[0] + "://***"
+        scheme, _, rest = url.partition("://")
+        login, at, _ = rest.partition("/")[0].rpartition("@")
+        if not at:
+            return url
+        user = login.partition(":")[0]
+        return f"{scheme}://{user}:***@{rest[len(login) + 1 :]}"
     if parts.password is None and "@" not in parts.netloc:
         return url
     user = parts.username or ""

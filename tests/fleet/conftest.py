@@ -1,5 +1,5 @@
 """Fleets of real server processes on one state: a real ``redis-server`` (started here on a free
-loopback port) or one SQLite file.
+loopback port), a three-node Redis Cluster (:mod:`tests.support.redis_cluster`) or one SQLite file.
 
 One fleet per layout, shared by the module's tests: starting processes is the slow part. The
 tests keep out of each other's way as parallel test workers do on a shared fleet — each uses
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.harness import Node, fleet
+from tests.support.redis_cluster import RedisCluster, available
 from tests.support.redis_server import INSTALL, RedisServer, binary
 
 RATE_LIMIT_RPM = 6
@@ -32,7 +33,7 @@ FLEET_FLAGS = (
     "--responses-queue-time",
     str(QUEUE_TIME),
 )
-LAYOUTS = ("redis-2", "redis-4", "sqlite-2")
+LAYOUTS = ("redis-2", "redis-4", "cluster-2", "sqlite-2")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,14 +49,27 @@ def redis() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[RedisCluster]:
+    if not available():
+        pytest.fail(f"no redis-server and redis-cli: run {INSTALL}")
+    with RedisCluster() as started:
+        yield started
+
+
 @pytest.fixture(scope="module", params=LAYOUTS)
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Node]]:
-    """The processes of one layout: ``redis-N`` (N processes, one Redis) or ``sqlite-2``."""
+    """The processes of one layout: ``redis-N`` (N processes, one Redis), ``cluster-2`` (two on a
+    Redis Cluster) or ``sqlite-2``."""
     engine, count = str(request.param).split("-")
     if engine == "redis":
         server: RedisServer = request.getfixturevalue("redis")
         server.flush()
         url = server.url
+    elif engine == "cluster":
+        nodes: RedisCluster = request.getfixturevalue("cluster")
+        nodes.flush()
+        url = nodes.url
     else:
         url = f"sqlite:{Path(tmp_path_factory.mktemp('fleet')) / 'state.db'}"
     with fleet(int(count), ["--state", url, *FLEET_FLAGS]) as started:

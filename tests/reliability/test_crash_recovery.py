@@ -9,7 +9,7 @@ and a resumed stream of one always ends with its terminator.
   sweeps, a stream of A's run followed through B); once A is SIGKILLed, B's follower ends with
   the failure and B's sweeper fails A's other runs without anyone asking.
 
-The same rules in-process, owner by owner: tests/unit/responses/test_orphans.py.
+The same rules in-process, owner by owner: tests/unit/lifecycle/test_orphans.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import openai
 import pytest
 
-from mockserver.responses.lifecycle import SWEEP
+from mockserver.lifecycle.runs import SWEEP
 from tests.reliability.conftest import Budget
 from tests.reliability.harness import Child, child_server
 

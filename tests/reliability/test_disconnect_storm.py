@@ -25,7 +25,7 @@ import httpx
 from mockserver.app import create_app
 from mockserver.backends.reference.backend import ReferenceBackend
 from mockserver.config import Settings
-from mockserver.responses.store import Query
+from mockserver.state.records import Query
 from tests.reliability.conftest import Budget
 from tests.reliability.harness import (
     InThread,

@@ -19,9 +19,10 @@ import pytest
 from mockserver.app import create_app
 from mockserver.clock import VirtualClock
 from mockserver.config import Settings
-from mockserver.responses.redis import RedisStore
-from mockserver.responses.sqlite import SqliteStore
-from mockserver.responses.store import MemoryStore, Query, Record, Store
+from mockserver.state.memory import MemoryStore
+from mockserver.state.records import Query, Record, Store
+from mockserver.state.redis.records import RedisStore
+from mockserver.state.sqlite.records import SqliteStore
 from tests.state.conftest import redis_server  # noqa: F401  (a real redis-server, for the redis store)
 from tests.support.live import FROZEN, Borrowed, Live, serve_in_thread
 from tests.support.spec import errors, validate

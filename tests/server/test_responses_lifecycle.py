@@ -1,6 +1,6 @@
 """The Responses lifecycle stepped on a virtual clock (a server with a queue time and a
 token rate, moved by the admin API), and a SQLite store shared by two servers. (The status
-table and the stores themselves: tests/unit/responses/test_lifecycle.py.)"""
+table and the stores themselves: tests/unit/lifecycle/test_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from mockserver.app import create_app
 from mockserver.config import Settings
-from mockserver.responses.lifecycle import TERMINAL
+from mockserver.lifecycle.runs import TERMINAL
 from tests.support.live import FROZEN, Borrowed, Live, serve_in_thread
 
 

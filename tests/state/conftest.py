@@ -3,7 +3,11 @@
 ``redis`` runs against a real ``redis-server`` started for the session on a free port
 (:mod:`tests.support.redis_server`; ``make test`` installs one when the machine lacks it).
 
-``state_url`` is the parametrized one (ids ``memory``, ``sqlite``, ``redis``); ``state`` opens a
+``redis-cluster`` runs against a three-node Redis Cluster started once for the session
+(:mod:`tests.support.redis_cluster`: ``redis-server --cluster-enabled yes`` ×3 and ``redis-cli
+--cluster create``, loopback only).
+
+``state_url`` is the parametrized one (ids ``memory``, ``sqlite``, ``redis``, ``redis-cluster``); ``state`` opens a
 fresh, empty state on it, and ``reopen`` opens more on the same URL — what another server
 process sharing the state would hold (for memory that is a state of its own: nothing is shared).
 """
@@ -19,9 +23,10 @@ import pytest_asyncio
 from mockserver.clock import SystemClock
 from mockserver.state.base import State
 from mockserver.state.open import open_state
+from tests.support.redis_cluster import RedisCluster, available
 from tests.support.redis_server import INSTALL, RedisServer, binary
 
-ENGINES = ("memory", "sqlite", "redis")
+ENGINES = ("memory", "sqlite", "redis", "redis-cluster")
 
 Reopen = Callable[[], Awaitable[State]]
 
@@ -34,6 +39,14 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    if not available():
+        pytest.skip(f"no redis-server and redis-cli: run {INSTALL}")
+    with RedisCluster() as cluster:
+        yield cluster
+
+
 @pytest.fixture(params=ENGINES)
 def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty state of each engine in turn."""
@@ -42,6 +55,10 @@ def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return "memory"
     if engine == "sqlite":
         return f"sqlite:{tmp_path / 'state.db'}"
+    if engine == "redis-cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        return cluster.url
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()
     return server.url

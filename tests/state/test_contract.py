@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from mockserver.clock import SystemClock
-from mockserver.responses.store import Record
 from mockserver.state.base import TOLERANCE, Draw, Drawn, State, StateUnavailable
 from mockserver.state.open import hidden, open_state
+from mockserver.state.records import Record
 from tests.state import procs
 from tests.state.conftest import Reopen
 from tests.support.redis_server import free_port

@@ -1,5 +1,5 @@
 """The records store's contract, run alike on memory, SQLite and Redis; then what only a shared
-store has (Redis here: SQLite's is tests/unit/responses/test_orphans.py): owners, their leases
+store has (Redis here: SQLite's is tests/unit/lifecycle/test_orphans.py): owners, their leases
 and heartbeats, and a background run that one store's lifecycle runs while another's follows and
 cancels it — two stores on one Redis stand for two server processes.
 """
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from mockserver.clock import VirtualClock
-from mockserver.http.body import Json
-from mockserver.responses.lifecycle import RESTARTED, Lifecycle, Run, Status
-from mockserver.responses.owners import place
-from mockserver.responses.redis import OWNERS, RedisStore
-from mockserver.responses.sqlite import SqliteStore
-from mockserver.responses.store import MemoryStore, Query, Record, Store
+from mockserver.lifecycle.runs import RESTARTED, Lifecycle, Run, Status
 from mockserver.spine.events import Event, TextDelta
-from mockserver.state.redis import RedisState
-from mockserver.state.resp import Client
+from mockserver.state.memory import MemoryStore
+from mockserver.state.owners import place
+from mockserver.state.records import Query, Record, Store
+from mockserver.state.redis.records import OWNERS, RedisStore
+from mockserver.state.redis.state import RedisState
+from mockserver.state.sqlite.records import SqliteStore
+from mockserver.wire.json import Json
 from tests.support.live import FROZEN
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import Client, RedisServer
 
 Opener = Callable[[VirtualClock], Store]
 

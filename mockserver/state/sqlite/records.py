@@ -10,7 +10,7 @@ Stored chat completions share the ``responses`` table (``kind`` tells them apart
 is the creation order that listing pages through. Files written before those two columns
 existed are migrated in place when opened (see :func:`_migrate`).
 
-Each open store is an owner (:mod:`mockserver.responses.owners`): a row of the ``owners``
+Each open store is an owner (:mod:`mockserver.state.owners`): a row of the ``owners``
 table (token, pid, place, process start, heartbeat — renewed every ``heartbeat`` seconds by a
 thread of its own), and the ``owner`` column of every record it creates. :meth:`SqliteStore.orphans`
 finds the records left ``queued`` / ``in_progress`` by an owner that is gone, for the lifecycle
@@ -32,9 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from mockserver.clock import Clock
-from mockserver.http.body import Json
-from mockserver.responses.owners import LIVE, Owner, alive, place, process_start
-from mockserver.responses.store import Page, Query, Record, RecordKind
+from mockserver.state.owners import LIVE, Owner, alive, place, process_start
+from mockserver.state.records import Page, Query, Record, RecordKind
+from mockserver.state.sqlite.connection import connect, transaction
+from mockserver.wire.json import Json
 
 __all__ = ["HEARTBEAT", "LEASE", "SqliteStore"]
 
@@ -101,7 +102,7 @@ def _migrate(db: sqlite3.Connection) -> None:
     (their rowids are their insertion order) and ``owner`` (unknown: NULL, which
     :meth:`SqliteStore.orphans` counts as gone). In one write transaction, so two servers
     opening the same old file cannot both add a column."""
-    with _transaction(db):
+    with transaction(db):
         columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
         if "kind" not in columns:
             db.execute("ALTER TABLE responses ADD COLUMN kind TEXT NOT NULL DEFAULT 'response'")
@@ -139,7 +140,7 @@ class SqliteStore:
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:  # opened on the store's own thread, used only there
-            db = sqlite3.connect(self._path, isolation_level=None, timeout=10.0)
+            db = connect(self._path, 10.0)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
@@ -168,7 +169,7 @@ class SqliteStore:
             while not self._stop.wait(self._heartbeat):
                 try:
                     if db is None:
-                        db = sqlite3.connect(self._path, isolation_level=None, timeout=10.0)
+                        db = connect(self._path, 10.0)
                     beat = db.execute("UPDATE owners SET heartbeat = ? WHERE token = ?", (time.time(), self.token))
                     if beat.rowcount == 0:  # taken for gone (a lease judged from afar): here again
                         self._register(db)
@@ -238,7 +239,7 @@ class SqliteStore:
         )
 
         def insert(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
+            with transaction(db):
                 db.execute(
                     "DELETE FROM events WHERE id IN (SELECT id FROM responses WHERE id = ? AND expires <= ?)",
                     (record.id, now),
@@ -274,7 +275,7 @@ class SqliteStore:
         rows = [(response_id, e["sequence_number"], _dumps(e)) for e in events]
 
         def write(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
+            with transaction(db):
                 row = db.execute(
                     "SELECT status FROM responses WHERE id = ? AND kind = 'response'", (response_id,)
                 ).fetchone()
@@ -298,7 +299,7 @@ class SqliteStore:
 
     async def delete(self, response_id: str, kind: RecordKind = "response") -> bool:
         def remove(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
+            with transaction(db):
                 gone = db.execute("DELETE FROM responses WHERE id = ? AND kind = ?", (response_id, kind)).rowcount
                 if gone:
                     db.execute("DELETE FROM events WHERE id = ?", (response_id,))
@@ -308,7 +309,7 @@ class SqliteStore:
 
     async def clear(self) -> None:
         def remove(db: sqlite3.Connection) -> None:
-            with _transaction(db):  # one transaction: other processes see all of it or none
+            with transaction(db):  # one transaction: other processes see all of it or none
                 db.execute("DELETE FROM responses")
                 db.execute("DELETE FROM events")
 
@@ -380,16 +381,3 @@ class SqliteStore:
             await asyncio.get_running_loop().run_in_executor(None, self._beats.join, 5.0)
             self._beats = None
         self._thread.shutdown(wait=False)
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error): the write lock first."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")

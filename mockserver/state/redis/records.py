@@ -1,23 +1,25 @@
 """The Redis store (``--state redis://…`` or ``--store redis://…``): responses and stored chat
 completions shared by every server process, on any host, that names the same Redis.
 
-Semantics are :class:`~mockserver.responses.sqlite.SqliteStore`'s; each write is one Lua script,
+Semantics are :class:`~mockserver.state.sqlite.records.SqliteStore`'s; each write is one Lua script,
 so it is atomic in Redis. The conditional update — replace the snapshot and append the events
 only if the status is one of those expected — is the whole concurrency story: a cancel from
 one process and a run's completion in another are two updates expecting ``in_progress``, and
 the script runs one and then the other, which then finds the status moved.
 
-**Keys** (all under ``mockserver:records:`` and ``mockserver:owners:``, apart from the
-:class:`~mockserver.state.redis.RedisState` keys, so forgetting state never drops records)::
+**Keys** (all under ``mockserver:{records}:``, apart from the
+:class:`~mockserver.state.redis.state.RedisState` keys, so forgetting state never drops records;
+``{records}`` is the hash tag that keeps them in one slot of a Redis Cluster, so every script runs
+on one node — each declares the keys it can name, and the others it reaches are in that slot)::
 
-    mockserver:records:r:<id>        hash: the record (kind, status, snapshot, input items,
-                                     messages, flags, events count, expiry, seq, owner, and the
-                                     model and string metadata that listing filters on)
-    mockserver:records:e:<id>        sorted set: the stream events, scored by sequence number
-    mockserver:records:order:<kind>  sorted set: ids by seq, the creation order listing pages in
-    mockserver:records:running       set: ids whose status is queued or in_progress
-    mockserver:records:seq           the counter seq is drawn from
-    mockserver:owners:<token>        hash: one open store (pid, place, process start, heartbeat)
+    mockserver:{records}:r:<id>        hash: the record (kind, status, snapshot, input items,
+                                       messages, flags, events count, expiry, seq, owner, and the
+                                       model and string metadata that listing filters on)
+    mockserver:{records}:e:<id>        sorted set: the stream events, scored by sequence number
+    mockserver:{records}:order:<kind>  sorted set: ids by seq, the creation order listing pages in
+    mockserver:{records}:running       set: ids whose status is queued or in_progress
+    mockserver:{records}:seq           the counter seq is drawn from
+    mockserver:{records}:owners:<token>  hash: one open store (pid, place, process start, heartbeat)
 
 **Expiry.** As in SqliteStore, a record is visible until ``ttl`` seconds after its creation on
 the *server's* clock (``expires`` in the hash; scripts compare it with the clock's ``now``): on
@@ -25,11 +27,11 @@ a virtual clock it goes when the clock is moved past it. Redis also drops its ke
 seconds after creation so nothing is kept for ever; ids left in the order set by such keys are
 swept as listing meets them. With the default ttl (30 days) the two never disagree in practice.
 
-**Owners.** Each store is an owner (:mod:`mockserver.responses.owners`): ``create`` writes the
+**Owners.** Each store is an owner (:mod:`mockserver.state.owners`): ``create`` writes the
 owner key (if missing) in the same script as the record that carries its token, and a thread
 renews it every ``heartbeat`` seconds with a ``lease``-second expiry — its own blocking
 connection, so a busy event loop never delays it. :meth:`RedisStore.orphans` counts a record's
-owner gone when the key has expired, or when :func:`~mockserver.responses.owners.alive` says so
+owner gone when the key has expired, or when :func:`~mockserver.state.owners.alive` says so
 (same host: the process table; elsewhere: the heartbeat's age); never this store itself.
 """
 
@@ -43,14 +45,15 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
+
+from redis.exceptions import RedisError
 
 from mockserver.clock import Clock
-from mockserver.http.body import Json
-from mockserver.responses.owners import LIVE, Owner, alive, place, process_start
-from mockserver.responses.store import Page, Query, Record, RecordKind
-from mockserver.state.base import StateUnavailable
-from mockserver.state.resp import Arg, BlockingClient, Client, Reply, ReplyError, Script
+from mockserver.state.owners import LIVE, Owner, alive, place, process_start
+from mockserver.state.records import Page, Query, Record, RecordKind
+from mockserver.state.redis.client import Link, Script, guarded
+from mockserver.wire.json import Json
 
 __all__ = ["HEARTBEAT", "LEASE", "RedisStore"]
 
@@ -59,8 +62,11 @@ log = logging.getLogger("mockserver")
 HEARTBEAT = 5.0  # seconds between an owner's heartbeats
 LEASE = 30.0  # seconds without a heartbeat after which an owner is gone (its key expires)
 
-RECORDS = "mockserver:records:"
-OWNERS = "mockserver:owners:"
+RECORDS = "mockserver:{records}:"  # {records}: the hash tag, one slot for every key in a cluster
+OWNERS = RECORDS + "owners:"
+
+Arg: TypeAlias = bytes | str | int | float
+Reply: TypeAlias = Any
 _RUNNING = RECORDS + "running"
 _SEQ = RECORDS + "seq"
 # The hash fields a Record is read from, in Record's order (see _record).
@@ -143,7 +149,7 @@ return 1
 """
 )
 
-# KEYS: record, events, running set. ARGV: now, id, kind, the order sets' prefix.
+# KEYS: record, events, running set, the kind's order set. ARGV: now, id, kind.
 _DELETE = Script(
     """
 local found = redis.call('HMGET', KEYS[1], 'kind', 'expires')
@@ -151,7 +157,7 @@ if not found[1] or found[1] ~= ARGV[3] then
     return 0
 end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', ARGV[4] .. found[1], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('SREM', KEYS[3], ARGV[2])
 if tonumber(found[2]) <= tonumber(ARGV[1]) then
     return 0  -- it had expired: forgotten, but there was nothing to delete
@@ -172,9 +178,10 @@ return 1
 """
 )
 
-# One page of one kind in creation order, filtered, read atomically. ARGV: records' prefix,
-# kind, now, model ('' and a 0 flag for any), after ('' and a 0 flag for none), limit, 'asc' or
-# 'desc', then metadata key and value pairs. Returns -1 when ``after`` names no live record of
+# One page of one kind in creation order, filtered, read atomically. KEYS: the kind's order set,
+# then the record ``after`` names (if any). ARGV: records' prefix, kind, now, model ('' and a 0
+# flag for any), after ('' and a 0 flag for none), limit, 'asc' or 'desc', then metadata key and
+# value pairs. Returns -1 when ``after`` names no live record of
 # the kind, else {has_more, record fields…, record fields…}. Ids whose record Redis already
 # dropped are removed from the order set as they are met.
 _FIND = Script(
@@ -182,10 +189,10 @@ _FIND = Script(
 local prefix, kind, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local model, any_model = ARGV[4], ARGV[5] == '0'
 local limit, desc = tonumber(ARGV[8]), ARGV[9] == 'desc'
-local order = prefix .. 'order:' .. kind
+local order = KEYS[1]
 local bound = desc and '+inf' or '-inf'
 if ARGV[7] == '1' then
-    local after = redis.call('HMGET', prefix .. 'r:' .. ARGV[6], 'kind', 'expires', 'seq')
+    local after = redis.call('HMGET', KEYS[2], 'kind', 'expires', 'seq')
     if after[1] ~= kind or tonumber(after[2]) <= now then
         return -1
     end
@@ -233,12 +240,12 @@ end
 
 # Every record and its events, and the indexes, at once (``/__mockserver/reset``): walked from
 # the order sets, which outlive their records, rather than SCANning a shared database. ARGV:
-# the records' prefix, then each kind.
+# the records' prefix. KEYS: the running set, the seq counter, then each kind's order set.
 _CLEAR = Script(
     """
 local prefix = ARGV[1]
-for k = 2, #ARGV do
-    local order = prefix .. 'order:' .. ARGV[k]
+for k = 3, #KEYS do
+    local order = KEYS[k]
     local ids = redis.call('ZRANGE', order, 0, -1)
     for i = 1, #ids, 500 do
         local keys = {}
@@ -250,7 +257,7 @@ for k = 2, #ARGV do
     end
     redis.call('UNLINK', order)
 end
-redis.call('UNLINK', prefix .. 'running', prefix .. 'seq')
+redis.call('UNLINK', KEYS[1], KEYS[2])
 return 1
 """
 )
@@ -310,12 +317,11 @@ class RedisStore:
         *,
         heartbeat: float = HEARTBEAT,
         lease: float = LEASE,
-        client: Client | None = None,
+        link: Link | None = None,
     ) -> None:
-        self._url = url
         self._clock = clock
         self._ttl = ttl
-        self._redis = client if client is not None else Client(url)
+        self._link = link if link is not None else Link(url)
         self.token = uuid.uuid4().hex  # this store's owner token
         self._owner_key = OWNERS + self.token
         self._heartbeat = heartbeat
@@ -339,22 +345,26 @@ class RedisStore:
     def _beat(self) -> None:
         """The heartbeat thread: renew the owner key until the store closes (rewritten whole,
         so a key that expired meanwhile — Redis was away — comes back)."""
-        redis = BlockingClient(self._url)
+        redis = self._link.blocking()
         try:
             while not self._stop.wait(self._heartbeat):
                 pid, where, start, now = self._owner()
                 try:
-                    redis.pipeline(
-                        ("HSET", self._owner_key, "pid", pid, "place", where, "started", start, "heartbeat", now),
-                        ("PEXPIRE", self._owner_key, _ms(self._lease)),
+                    pipe = redis.pipeline(transaction=False)
+                    pipe.execute_command(
+                        "HSET", self._owner_key, "pid", pid, "place", where, "started", start, "heartbeat", now
                     )
-                except StateUnavailable as exc:
-                    log.warning("the response store's heartbeat failed (it tries again): %s", exc.message)
-                except ReplyError as exc:  # a bug, or an ACL that forbids it: say so, keep trying
-                    log.error("the response store's heartbeat was refused: %s", exc)
+                    pipe.execute_command("PEXPIRE", self._owner_key, _ms(self._lease))
+                    pipe.execute()
+                except RedisError as exc:  # Redis away (it tries again), or an ACL that forbids it
+                    log.warning("the response store's heartbeat failed (it tries again): %s", exc)
         finally:
             redis.close()
 
+    async def _pipeline(self, *commands: Sequence[Arg]) -> list[Reply]:
+        return await self._link.pipeline(commands)
+
+    @guarded
     async def orphans(self, ids: Sequence[str] | None = None) -> list[Record]:
         """Responses ``queued`` or ``in_progress`` whose owner is gone (of ``ids``, or all),
         oldest first. A full look (no ``ids``) also deletes the keys of owners found gone and
@@ -363,11 +373,11 @@ class RedisStore:
             return []
         now, wall = self._clock.now(), time.time()
         if ids is None:
-            ids = [member.decode() for member in await self._redis.call("SMEMBERS", _RUNNING)]
+            ids = [member.decode() for member in await self._link.client().execute_command("SMEMBERS", _RUNNING)]
         else:
             ids = list(dict.fromkeys(ids))  # each once, as SQL's IN has it
         wanted = ("status", "kind", "expires", "seq", "owner", *_FIELDS)
-        rows = await self._redis.pipeline(*(("HMGET", RECORDS + "r:" + i, *wanted) for i in ids))
+        rows = await self._pipeline(*(("HMGET", RECORDS + "r:" + i, *wanted) for i in ids))
         running: list[tuple[int, bytes, Record]] = []
         vanished: list[str] = []  # ids whose record Redis dropped (its real-time expiry)
         for record_id, row in zip(ids, rows, strict=True):
@@ -378,7 +388,7 @@ class RedisStore:
                 running.append((int(seq), owner or b"", _record(row[5:])))
         mine = self.token.encode()
         tokens = sorted({owner for _, owner, _ in running if owner and owner != mine})
-        found = await self._redis.pipeline(
+        found = await self._pipeline(
             *(("HMGET", OWNERS + t.decode(), "pid", "place", "started", "heartbeat") for t in tokens)
         )
         gone = {b""}  # a record without an owner counts as orphaned, as in SqliteStore
@@ -398,18 +408,19 @@ class RedisStore:
         if expired:
             cleanup.append(("DEL", *(OWNERS + t.decode() for t in expired)))
         if cleanup:
-            await self._redis.pipeline(*cleanup)
+            await self._pipeline(*cleanup)
         running.sort(key=lambda found: found[0])
         return [record for _, owner, record in running if owner in gone]
 
     # ---- records ------------------------------------------------------------------------
 
+    @guarded
     async def create(self, record: Record) -> bool:
         now = self._clock.now()
         model, meta = _filters(record.response)
         self._start_heartbeat()  # the owner key is written by the script itself, with the record
-        created = await self._redis.run(
-            _CREATE,
+        created = await _CREATE.run(
+            self._link.client(),
             (
                 RECORDS + "r:" + record.id,
                 RECORDS + "e:" + record.id,
@@ -439,12 +450,14 @@ class RedisStore:
         )
         return bool(created)
 
+    @guarded
     async def get(self, response_id: str, kind: RecordKind = "response") -> Record | None:
-        row = await self._redis.call("HMGET", RECORDS + "r:" + response_id, "expires", *_FIELDS)
+        row = await self._link.client().execute_command("HMGET", RECORDS + "r:" + response_id, "expires", *_FIELDS)
         if row[0] is None or float(row[0]) <= self._clock.now() or row[8] != kind.encode():
             return None
         return _record(row[1:])
 
+    @guarded
     async def update(self, response_id: str, response: Json, events: Sequence[Json], expect: frozenset[str]) -> bool:
         model, meta = _filters(response)
         args: list[Arg] = [
@@ -460,23 +473,29 @@ class RedisStore:
         for event in events:
             args += (int(event["sequence_number"]), _dumps(event))
         keys = (RECORDS + "r:" + response_id, RECORDS + "e:" + response_id, _RUNNING)
-        return bool(await self._redis.run(_UPDATE, keys, args))
+        return bool(await _UPDATE.run(self._link.client(), keys, args))
 
+    @guarded
     async def events(self, response_id: str, after: int) -> list[Json]:
-        found = await self._redis.call("ZRANGE", RECORDS + "e:" + response_id, f"({after}", "+inf", "BYSCORE")
+        found = await self._link.client().execute_command(
+            "ZRANGE", RECORDS + "e:" + response_id, f"({after}", "+inf", "BYSCORE"
+        )
         return [json.loads(body) for body in found]
 
+    @guarded
     async def delete(self, response_id: str, kind: RecordKind = "response") -> bool:
-        keys = (RECORDS + "r:" + response_id, RECORDS + "e:" + response_id, _RUNNING)
-        args = (self._clock.now(), response_id, kind, RECORDS + "order:")
-        return bool(await self._redis.run(_DELETE, keys, args))
+        keys = (RECORDS + "r:" + response_id, RECORDS + "e:" + response_id, _RUNNING, RECORDS + "order:" + kind)
+        args = (self._clock.now(), response_id, kind)
+        return bool(await _DELETE.run(self._link.client(), keys, args))
 
+    @guarded
     async def rewrite(self, record_id: str, obj: Json, kind: RecordKind) -> bool:
         model, meta = _filters(obj)
         status = str(obj.get("status", "")) if kind == "response" else ""
         args = (self._clock.now(), kind, status, _dumps(obj), model, meta)
-        return bool(await self._redis.run(_REWRITE, (RECORDS + "r:" + record_id,), args))
+        return bool(await _REWRITE.run(self._link.client(), (RECORDS + "r:" + record_id,), args))
 
+    @guarded
     async def find(self, query: Query) -> Page | None:
         args: list[Arg] = [
             RECORDS,
@@ -491,13 +510,18 @@ class RedisStore:
         ]
         for key, value in query.metadata:
             args += (_utf8(key), _utf8(value))
-        found = await self._redis.run(_FIND, (), args)
+        keys = [RECORDS + "order:" + query.kind]
+        if query.after is not None:
+            keys.append(RECORDS + "r:" + query.after)
+        found = await _FIND.run(self._link.client(), keys, args)
         if found == -1:
             return None
         return Page(tuple(_record(fields) for fields in found[1:]), bool(found[0]))
 
+    @guarded
     async def clear(self) -> None:
-        await self._redis.run(_CLEAR, (), (RECORDS, *_KINDS))
+        keys = (_RUNNING, _SEQ, *(RECORDS + "order:" + kind for kind in _KINDS))
+        await _CLEAR.run(self._link.client(), keys, (RECORDS,))
 
     async def close(self) -> None:
         """Stop heartbeating and remove this store's owner key: whatever it left running is an
@@ -508,7 +532,7 @@ class RedisStore:
             await asyncio.get_running_loop().run_in_executor(None, self._beats.join, 5.0)
             self._beats = None
             try:
-                await self._redis.call("DEL", self._owner_key)
-            except StateUnavailable as exc:
-                log.warning("the response store could not remove its owner key: %s", exc.message)
-        await self._redis.close()
+                await self._link.client().execute_command("DEL", self._owner_key)
+            except RedisError as exc:
+                log.warning("the response store could not remove its owner key: %s", exc)
+        await self._link.close()

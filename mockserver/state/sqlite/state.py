@@ -1,7 +1,7 @@
 """``--state sqlite:PATH``: the state in one SQLite file every server process on the host shares.
 
 Four tables of its own (``state_values``, ``state_maps``, ``state_lists``, ``state_buckets``),
-created if missing, so the file may be the one :class:`~mockserver.responses.sqlite.SqliteStore`
+created if missing, so the file may be the one :class:`~mockserver.state.sqlite.records.SqliteStore`
 keeps the records in. WAL mode as there: readers never wait for the writer, and a commit is an
 append to the log (``synchronous=NORMAL``: no fsync per commit, nothing committed is lost when a
 process dies). Every read-modify-write (``exchange`` with reads or several counts, ``push`` and
@@ -39,12 +39,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from mockserver.state.base import Draw, Drawn, StateUnavailable, charge
-
-if TYPE_CHECKING:
-    from mockserver.responses.store import Store
+from mockserver.state.records import Store
+from mockserver.state.sqlite.connection import connect, transaction
 
 __all__ = ["BUSY_TIMEOUT", "CHECKPOINT_EVERY", "SqliteState"]
 
@@ -145,20 +144,6 @@ def _decimal(value: int | bytes | None) -> bytes | None:
     return str(value).encode() if isinstance(value, int) else value
 
 
-class _transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``: the write lock first (a failure rolls back in ``_call``)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        if kind is None:
-            self.db.execute("COMMIT")
-
-
 class SqliteState:
     """One SQLite file's state (see the module's docstring for where each call runs and why)."""
 
@@ -183,7 +168,7 @@ class SqliteState:
     # ---- running a call -----------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, isolation_level=None, timeout=0.0, check_same_thread=False)
+        db = connect(self._path, 0.0, any_thread=True)
         try:
             # Through _waiting: another process may be creating the file or switching it to WAL
             # at this very moment (two servers started together), and that holds a lock.
@@ -358,7 +343,7 @@ class SqliteState:
             row = db.execute(_COUNT, (key, by, now)).fetchall()
             if row:
                 return int(row[0][0])
-            with _transaction(db):
+            with transaction(db, rollback=False):
                 return self._count(db, key, by, now)
 
         return count
@@ -390,7 +375,7 @@ class SqliteState:
         def both(db: sqlite3.Connection) -> tuple[list[bytes | None], list[int]]:
             if not count:
                 return values(db), []
-            with _transaction(db):  # the reads see the state the counts start from
+            with transaction(db, rollback=False):  # the reads see the state the counts start from
                 return values(db), [self._count(db, key, 1, now) for key in count]
 
         return await self._run(both)
@@ -423,7 +408,7 @@ class SqliteState:
             raise ValueError("cap must be >= 0")
 
         def append(db: sqlite3.Connection) -> None:
-            with _transaction(db):
+            with transaction(db, rollback=False):
                 newest = db.execute(_NEWEST, (key,)).fetchone()
                 last, was = newest if newest is not None else (0, 0)
                 if cap > was + 1:
@@ -452,7 +437,7 @@ class SqliteState:
         select = "SELECT key, level, at FROM state_buckets WHERE key IN (" + ", ".join("?" * len(keys)) + ")"
 
         def pay(db: sqlite3.Connection) -> Drawn:
-            with _transaction(db):
+            with transaction(db, rollback=False):
                 seen = {key: (level, at) for key, level, at in db.execute(select, keys)} if keys else {}
                 drawn = charge(draws, seen, now)  # memory's very arithmetic: every engine decides alike
                 db.executemany(
@@ -470,7 +455,7 @@ class SqliteState:
         where, args = ("key >= ?", (prefix,)) if upper is None else ("key >= ? AND key < ?", (prefix, upper))
 
         def remove(db: sqlite3.Connection) -> None:
-            with _transaction(db):  # one transaction: other processes see all of it gone or none
+            with transaction(db, rollback=False):  # one transaction: other processes see all of it gone or none
                 for table in _TABLES:
                     db.execute(f"DELETE FROM {table} WHERE {where}", args)
 

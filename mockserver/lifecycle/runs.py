@@ -5,7 +5,7 @@ The one table of legal moves::
     queued ──▶ in_progress ──▶ completed | incomplete | failed | cancelled
        └──────────────────────▶ cancelled | failed
 
-Every change of status is a conditional :meth:`~mockserver.responses.store.Store.update` that expects
+Every change of status is a conditional :meth:`~mockserver.state.records.Store.update` that expects
 the status it moves *from*; so a cancel racing a run's last write is two updates expecting
 ``in_progress``, exactly one wins, and the loser sees it and stops. No other lock exists.
 
@@ -18,10 +18,10 @@ on the server's clock; on a virtual clock (``--frozen-time``) they sleep until t
 API moves it.
 
 **Runs whose process is gone.** A run lives in the process that created it; with a store
-shared by processes (SQLite), that process may die — SIGKILL, a crash — and leave its response
-``queued`` or ``in_progress`` for ever. :meth:`Lifecycle.recover` (called at start-up, and by
+shared by processes (SQLite, Redis), that process may die — SIGKILL, a crash — and leave its
+response ``queued`` or ``in_progress`` for ever. :meth:`Lifecycle.recover` (called at start-up, and by
 the first use of the lifecycle anyway) fails every such orphan — those whose owner process is
-gone, never one a live process still runs (:meth:`~mockserver.responses.store.Store.orphans`) —
+gone, never one a live process still runs (:meth:`~mockserver.state.records.Store.orphans`) —
 and then looks again every ``sweep`` seconds. Failing one is what a run's own failure writes:
 the conditional update, with a numbered ``error`` event and ``response.failed`` after the stored
 events, so a resumed stream ends with its terminator. A follower that waits on a run of another
@@ -43,9 +43,10 @@ from typing import Literal, Protocol
 
 from mockserver.clock import Clock, VirtualClock
 from mockserver.errors import APIError, InvalidRequest, NotFound
-from mockserver.http.body import Json
-from mockserver.responses.store import Record, Store
+from mockserver.spine.backend import aclose
 from mockserver.spine.events import Event, TextDelta
+from mockserver.state.records import Record, Store
+from mockserver.wire.json import Json
 
 __all__ = ["RESTARTED", "SHUT_DOWN", "TERMINAL", "Lifecycle", "Narrator", "Run", "Status", "legal", "wait_until"]
 
@@ -253,9 +254,7 @@ class Lifecycle:
         except Exception as exc:
             failure = exc
         finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await aclose(stream)
         if failure is not None:
             async for event in self._fail(job, numbered, failure):
                 yield event

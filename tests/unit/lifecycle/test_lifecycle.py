@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from mockserver.clock import VirtualClock
-from mockserver.responses.lifecycle import legal, wait_until
-from mockserver.responses.redis import RedisStore
-from mockserver.responses.sqlite import SqliteStore
-from mockserver.responses.store import MemoryStore, Record, Store
+from mockserver.lifecycle.runs import legal, wait_until
+from mockserver.state.memory import MemoryStore
+from mockserver.state.records import Record, Store
+from mockserver.state.redis.records import RedisStore
+from mockserver.state.sqlite.records import SqliteStore
 from tests.state.conftest import redis_server  # noqa: F401  (a real redis-server, for the redis store)
 from tests.support.live import FROZEN
 

@@ -1,11 +1,11 @@
 """Who runs a stored response, and whether that process is still there.
 
-Several server processes may share one SQLite store, and a response's run lives in the process
-that created it. If that process dies (SIGKILL, a crash, a reboot) the response stays ``queued``
-or ``in_progress`` for ever — unless another process can tell that its owner is gone, and fail
-it. Each open store is an :class:`Owner`: a random token, the process id, where that id means
-something (host name, boot id and pid namespace: :func:`place`), the process's start time (so a
-reused pid is not taken for the owner) and a heartbeat the store renews every few seconds.
+Several server processes may share one SQLite or Redis store, and a response's run lives in the
+process that created it. If that process dies (SIGKILL, a crash, a reboot) the response stays
+``queued`` or ``in_progress`` for ever — unless another process can tell that its owner is gone,
+and fail it. Each open store is an :class:`Owner`: a random token, the process id, where that id
+means something (host name, boot id and pid namespace: :func:`place`), the process's start time
+(so a reused pid is not taken for the owner) and a heartbeat the store renews every few seconds.
 
 :func:`alive` judges an owner from another process. In the same place (host, boot, pid
 namespace) the process table answers exactly: the pid is gone, a zombie, or another process
