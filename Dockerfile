@@ -1,21 +1,17 @@
-# mockserver on the CPU build of torch (docs/docker.md).
+# mockserver with its reference model, no torch (docs/docker.md).
 #   Build: docker build -t mockserver .
 #   Run:   docker run --rm -p 4010:4010 mockserver
 #          docker run --rm -p 4010:4010 -e MOCKSERVER_SEED=7 mockserver serve --faults 'http.503@p=0.1'
 FROM python:3.11-slim
 WORKDIR /app
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
-# The CPU wheel first, from PyTorch's CPU index, so no CUDA packages are pulled in (the
-# model extra's torch==2.13.0 pin is then already met). A layer of its own: editing
-# mockserver does not download torch again.
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml setup.py README.md ./
 COPY mockserver ./mockserver
 # The model's C kernel (mockserver/gpt/kernels) is compiled as the package installs; the
 # compiler is gone again by the end of the same layer. (Without it the NumPy kernel would
 # answer: the same bytes, several times slower.)
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && pip install ".[model]" \
+    && pip install . \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 # Not root; /data is a writable place for cassettes and a sqlite store.
 RUN useradd --create-home --uid 1000 mockserver && mkdir -p /data && chown mockserver /data

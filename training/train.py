@@ -26,7 +26,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from mockserver.gpt import kernels
 from mockserver.gpt.decoder import Decoder
-from mockserver.gpt.model import GPT, GPTConfig, load_model, save_model
+from mockserver.gpt.model import GPT, GPTConfig, save_model
 from mockserver.gpt.tokenizer import ASSETS, SPECIAL_TOKENS, Tokenizer
 
 from .corpus import Chat, CorpusWriter, Document, training_text
@@ -177,9 +177,8 @@ def sample(
     return out
 
 
-def evaluate(model: GPT, tok: Tokenizer, gen: torch.Generator) -> None:
+def evaluate(decoder: Decoder, tok: Tokenizer, gen: torch.Generator) -> None:
     """Sample every eval prompt at temperature 1.0, top-p 0.95; print lengths and samples."""
-    decoder = Decoder.of(model, kernels.load())
     lengths, ended = [], 0
     for i, prompt in enumerate(EVAL_PROMPTS):
         messages = ([("system", "You are a helpful assistant.")] if i % 3 == 0 else []) + [("user", prompt)]
@@ -233,7 +232,8 @@ def main() -> None:
     save_model(model, args.out)
     print(f"final train loss {final:.3f}, validation loss {val:.3f}; wall time {time.monotonic() - started:.0f}s")
 
-    evaluate(load_model(args.out), tok, torch.Generator().manual_seed(SEED))
+    # The files as the server reads them (NumPy, the kernels: no torch), not the module in memory.
+    evaluate(Decoder.read(args.out, kernels.load()), tok, torch.Generator().manual_seed(SEED))
     print(f"total wall time incl. check: {time.monotonic() - started:.0f}s")
 
 

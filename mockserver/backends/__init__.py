@@ -1,17 +1,19 @@
 """Backends by name, imported lazily, and the chain ``--backend`` lists.
 
-Each entry of :data:`BACKENDS` is the import string of a factory ``(Parts) -> Backend``: torch
-is imported only where a request reaches the reference model (or a scripted answer asks the
-model for logprobs), vcrpy and httpx only where cassettes are used.
+Each entry of :data:`BACKENDS` is the import string of a factory ``(Parts) -> Backend``: the
+model's weights are read only where a request reaches the reference model (or a scripted answer
+asks the model for logprobs), vcrpy and httpx only where cassettes are used. Serving never
+imports torch (it defines and trains the model, outside the plain install).
 
 The chain a server runs (:func:`chain_names`): ``--backend`` when given; otherwise ``script``,
 then — with ``--cassettes`` — ``replay,record``, then ``reference`` unless a cassette miss is to be
 an error (``--on-miss error``, the default with cassettes).
 
-The reference model is an extra (``pip install 'mockserver[model]'``: torch, CPU build). Without
-torch (:func:`model_installed`) the default chain leaves it out, ``--backend reference`` is a
-start-up error, and a request that needs it (logprobs of a scripted answer, embeddings) is a 400
-naming the extra (:class:`ModelNotInstalled`).
+The reference model is in the plain install: NumPy and safetensors, dependencies of the package,
+read and compute it. Only a broken install lacks them (:func:`model_installed`); there the
+default chain leaves the model out, ``--backend reference`` is a start-up error, and a request that
+needs it (logprobs of a scripted answer, embeddings) is a 400 saying what to install
+(:class:`ModelNotInstalled`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from mockserver.errors import InvalidRequest
 from mockserver.spine.backend import Chain
 
 if TYPE_CHECKING:
-    from mockserver.answers.script import Script
+    from mockserver.answers.scripted import Script
     from mockserver.cassettes.library import CassetteOptions, Library
     from mockserver.cassettes.order import ReplayOrder
-    from mockserver.spine.backend import Backend
+    from mockserver.spine.backend import Backend, Model
 
 __all__ = [
     "BACKENDS",
@@ -51,23 +53,24 @@ BACKENDS: dict[str, str] = {
     "reference": "mockserver.backends.reference.backend:from_parts",
 }
 NEEDS_CASSETTES = frozenset({"replay", "record"})
-MODEL_EXTRA = "pip install 'mockserver[model]'"  # how to add the reference model (and torch)
+# How to bring the reference model back: what a broken install lacks (the package depends on both).
+MODEL_EXTRA = "pip install 'numpy>=1.26' 'safetensors>=0.4'"
 
 
 @functools.cache
 def model_installed() -> bool:
-    """Is torch importable (so the reference model can be)? Looked up, not imported: torch
-    costs a second and 200 MB, and only a request that reaches the model should pay it."""
-    return importlib.util.find_spec("torch") is not None
+    """Are NumPy and safetensors importable (so the reference model can be)? Looked up, not
+    imported: only a request that reaches the model should pay for loading it."""
+    return all(importlib.util.find_spec(name) is not None for name in ("numpy", "safetensors"))
 
 
 class ModelNotInstalled(InvalidRequest):
-    """A request that needs the reference model on a server without it (torch not installed)."""
+    """A request that needs the reference model on a server without it (a broken install)."""
 
     def __init__(self, what: str, param: str | None = None) -> None:
         super().__init__(
             f"{what} needs the reference model, which is not installed on this server: {MODEL_EXTRA} "
-            "(torch's CPU build; see the README).",
+            "(dependencies of mockserver: reinstall it; see the README).",
             param=param,
             code="model_not_installed",
         )
@@ -96,7 +99,7 @@ class Parts:
     replay_order: ReplayOrder
     model_options: ModelOptions = field(default_factory=ModelOptions)
     cassettes: CassetteOptions | None = None
-    model: Backend | None = None
+    model: Model | None = None
     _library: Library | None = None
 
     def library(self) -> Library:
@@ -109,8 +112,8 @@ class Parts:
             self._library = Library(self.cassettes)
         return self._library
 
-    def reference(self) -> Backend:
-        """The reference backend; :class:`ModelNotInstalled` without torch."""
+    def reference(self) -> Model:
+        """The reference backend; :class:`ModelNotInstalled` without NumPy and safetensors."""
         if self.model is None:
             if not model_installed():
                 raise ModelNotInstalled("This answer")
@@ -127,10 +130,10 @@ def chain_names(backend: str, cassettes: bool, on_miss: str) -> tuple[str, ...]:
     """The chain to run: ``backend`` (comma-separated) when given, else the default."""
     if backend.strip():
         return tuple(name.strip() for name in backend.split(",") if name.strip())
-    model = ("reference",) if model_installed() else ()  # without torch the default leaves it out
+    model = ("reference",) if model_installed() else ()  # a broken install: the default leaves it out
     if not cassettes:
         return ("script", *model)
-    # --on-miss reference asks for the model: without torch, check_names says so.
+    # --on-miss reference asks for the model: without it, check_names says so.
     return ("script", "replay", "record") + (("reference",) if on_miss == "reference" else ())
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from mockserver.gpt.checkpoint import GPTConfig, load_weights, weights_from
 from mockserver.gpt.kernels import Cache, Kernel, Rows, Weights, rotary
 
 if TYPE_CHECKING:
@@ -38,28 +40,11 @@ SPARE = 64  # room past the window in a slot; also the most rows of one sequence
 
 
 def weights_of(model: GPT) -> Weights:
-    """The model's parameters as float32 arrays sharing the tensors' memory (no copy)."""
-    import torch
-
-    def array(t: torch.Tensor) -> Array:
-        out: Array = t.detach().contiguous().numpy()
-        return out
-
-    from mockserver.gpt.model import Block
-
-    blocks = [b for b in model.blocks if isinstance(b, Block)]
-    layers = tuple(
-        (array(b.norm1), array(b.w_qkv), array(b.w_proj), array(b.norm2), array(b.w_fc), array(b.w_out)) for b in blocks
-    )
-    embed = array(model.embed)
-    return Weights(
-        embed=embed,
-        head=np.ascontiguousarray(embed.T),
-        norm=array(model.norm),
-        layers=layers,
-        n_head=model.cfg.n_head,
-        window=model.cfg.window,
-    )
+    """A live torch module's parameters as the kernels' float32 arrays, sharing the tensors'
+    memory (no copy): training's closing check and the tests read a module this way. Serving
+    reads the saved files instead (:func:`mockserver.gpt.checkpoint.load_weights`), without torch."""
+    tensors = {name: t.detach().contiguous().numpy() for name, t in model.state_dict().items()}
+    return weights_from(model.cfg, tensors)
 
 
 class Slots:
@@ -157,7 +142,17 @@ class Decoder:
 
     @classmethod
     def of(cls, model: GPT, kernel: Kernel) -> Decoder:
-        return cls(weights_of(model), kernel, model.cfg.head_size, model.cfg.rope_base)
+        """A live torch module computed by ``kernel`` (training, tests)."""
+        return cls.from_weights(model.cfg, weights_of(model), kernel)
+
+    @classmethod
+    def from_weights(cls, cfg: GPTConfig, weights: Weights, kernel: Kernel) -> Decoder:
+        return cls(weights, kernel, cfg.head_size, cfg.rope_base)
+
+    @classmethod
+    def read(cls, directory: Path, kernel: Kernel) -> Decoder:
+        """The model saved in ``directory`` computed by ``kernel``: NumPy reads it, no torch."""
+        return cls.from_weights(*load_weights(directory), kernel)
 
     def reach(self, positions: int) -> None:
         """Make the rotary table cover ``positions`` (grown ahead of time: threads only read it)."""

@@ -10,11 +10,13 @@ network's own span: the whole prompt counts against the context window, but only
 ``n_layer × (window − 1)`` tokens can still influence the next token (each layer reaches
 one window further back).
 
-This module defines the network and trains it (:mod:`training.train`). Serving does not run
-it: :mod:`mockserver.gpt.decoder` computes the same network with the weights this module
-loads, through a kernel whose every float operation is defined (:mod:`mockserver.gpt.kernels`),
-so that an answer is the same on every machine and in every batch. The two agree to ~1e-5 in
-the logits (tests hold them to it). Nothing here draws random numbers.
+This module defines the network and trains it (:mod:`training.train`; torch is in the ``train``
+and ``test`` extras, not in the plain install). Serving neither runs nor imports it:
+:mod:`mockserver.gpt.checkpoint` reads the files :func:`save_model` writes with NumPy, and
+:mod:`mockserver.gpt.decoder` computes the same network with them, through a kernel whose every
+float operation is defined (:mod:`mockserver.gpt.kernels`), so that an answer is the same on
+every machine and in every batch. The two agree to ~1e-5 in the logits (tests hold them to
+it). Nothing here draws random numbers.
 
 Shapes use B = batch, T = tokens, H = heads, D = head size, C = embedding size, V = vocab.
 """
@@ -23,30 +25,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mockserver.gpt.checkpoint import GPTConfig, read_config
+
 __all__ = ["GPT", "GPTConfig", "load_model", "save_model"]
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """Hyper-parameters; saved beside the weights as ``config.json``."""
-
-    vocab_size: int = 2048
-    n_layer: int = 2
-    n_head: int = 4
-    n_embd: int = 128
-    window: int = 256  # attention span in tokens, the current token included
-    rope_base: float = 10000.0
-
-    @property
-    def head_size(self) -> int:
-        return self.n_embd // self.n_head
 
 
 class _Rotary:
@@ -163,11 +151,12 @@ def save_model(model: GPT, directory: Path) -> None:
 
 
 def load_model(directory: Path) -> GPT:
-    """Load the shipped weights (safetensors, never pickle) in eval mode."""
+    """Load saved weights (safetensors, never pickle) into the torch module, in eval mode: for
+    training and the tests that hold the kernels to this definition (serving reads them with
+    :func:`mockserver.gpt.checkpoint.load_weights`, without torch)."""
     from safetensors.torch import load_file
 
-    cfg = GPTConfig(**json.loads((directory / "config.json").read_text()))
-    model = GPT(cfg)
+    model = GPT(read_config(directory))
     model.load_state_dict(load_file(str(directory / "model.safetensors")))
     model.freeze()
     return model

@@ -1,4 +1,5 @@
 """The reference backend: the tiny GPT run off the event loop (runtime, decoding, sampling, best_of, pooling).
 
-Importing this package imports torch lazily: only :class:`~mockserver.backends.reference.runtime.Runtime` loads it.
+No torch: :class:`~mockserver.backends.reference.runtime.Runtime` reads the weights with NumPy and the
+project's kernels compute them (torch defines and trains the model, outside serving).
 """

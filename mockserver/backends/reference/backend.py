@@ -37,7 +37,7 @@ from mockserver.backends.reference.best_of import best_of
 from mockserver.backends.reference.decoding import Decoding
 from mockserver.backends.reference.runtime import ASSET_FILES, Runtime
 from mockserver.backends.reference.scheduler import Scheduler, Ticket, receive
-from mockserver.spine.backend import aclose
+from mockserver.spine.backend import ModelLink, aclose
 from mockserver.spine.events import Event
 from mockserver.spine.request import GenerationRequest
 
@@ -247,5 +247,5 @@ class ReferenceBackend:
 
 
 def from_parts(parts: Parts) -> Backend:
-    """The registry's factory (see :mod:`mockserver.backends`): the app's one model backend."""
-    return parts.reference()
+    """The registry's factory (see :mod:`mockserver.backends`): the app's one model, as a link."""
+    return ModelLink(parts.reference())

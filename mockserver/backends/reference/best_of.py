@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
+from mockserver.spine.backend import aclose
 from mockserver.spine.events import CHOICE_EVENTS, ChoiceEvent, Event, TextDelta, Usage
 from mockserver.spine.request import GenerationRequest
 
@@ -46,9 +47,7 @@ async def best_of(
             if isinstance(event, TextDelta) and not event.echo:
                 scores[event.index] = scores.get(event.index, 0.0) + sum(t.logprob or 0.0 for t in event.tokens)
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await aclose(stream)
     for p in range(len(request.prompts)):
         candidates = range(p * k, (p + 1) * k)
         ranked = sorted(candidates, key=lambda i: (-scores.get(i, 0.0), i))[:n]

@@ -8,13 +8,12 @@ import pytest
 
 from mockserver.gpt import kernels
 from mockserver.gpt.decoder import SPARE, Decoder, Slots
-from mockserver.gpt.model import load_model
 from mockserver.gpt.tokenizer import ASSETS
 
 
 @pytest.fixture(scope="module")
 def decoder() -> Decoder:
-    return Decoder.of(load_model(ASSETS), kernels.load())
+    return Decoder.read(ASSETS, kernels.load())
 
 
 def _ids(n: int, seed: int = 0) -> list[int]:
