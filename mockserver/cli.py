@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import importlib.metadata
 import json
@@ -21,7 +22,8 @@ import signal
 import socket
 import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import ValidationError
@@ -358,9 +360,10 @@ def _settle(app: Any) -> None:
     took tens of milliseconds, a pause any request in flight would wait out."""
     gc.collect()
     gc.freeze()
-    warm_up = getattr(app.state.ctx.model, "warm_up", None)
-    if warm_up is not None:
-        warm_up().add_done_callback(lambda _: gc.freeze())
+    model = app.state.ctx.model
+    loading = model.warm_up() if model is not None else None
+    if loading is not None:
+        loading.add_done_callback(lambda _: gc.freeze())
 
 
 def encode_settings(settings: Settings) -> str:
@@ -456,13 +459,62 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(cause).split()) or type(cause).__name__
 
 
+def _cassettes_ready(settings: Settings) -> str | None:
+    """Why ``--cassettes`` cannot be served, in one line; None when it can. A directory that
+    does not exist would replay nothing (every request a miss, as ``cassettes check`` on it
+    exits 2), so it stops the start, unless the record mode records: then it is created, and
+    the recordings go there."""
+    if not settings.cassettes:
+        return None
+    path = Path(settings.cassettes)
+    if path.exists():
+        return None
+    if settings.record_mode == "none":
+        return (
+            f"mockserver: invalid --cassettes: {settings.cassettes} does not exist (nothing to replay; "
+            "create it, or record into it with --record-mode once, new_episodes or all)"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"mockserver: invalid --cassettes: cannot create {settings.cassettes} to record into: {exc.strerror}"
+    return None
+
+
+def _bind(settings: Settings) -> socket.socket | str:
+    """The listening socket, bound here rather than by uvicorn so that a port in use (or one this
+    user may not take) is one line naming ``--port``, not uvicorn's ``[Errno 98]`` log line."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        where = f"--port {settings.port} on --host {settings.host}"
+        if exc.errno == errno.EADDRINUSE:
+            return f"mockserver: cannot listen on {where}: the port is in use (choose another --port, or --port 0)"
+        return f"mockserver: cannot listen on {where}: {(exc.strerror or str(exc)).lower()}"
+    sock.set_inheritable(True)  # --workers: the spawned processes serve this socket
+    return sock
+
+
 def serve(settings: Settings, workers: int = 1) -> int:
+    serving = _exit_zero_on_term()
     problem = _reachable(settings) or _kernel_usable(settings)
     if problem is not None:
         print(problem, file=sys.stderr)
         return 1
+    problem = _cassettes_ready(settings)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    sock = _bind(settings)
+    if isinstance(sock, str):
+        print(sock, file=sys.stderr)
+        return 1
     if workers > 1:
-        return _serve_workers(settings, workers)
+        return _serve_workers(settings, workers, sock)
     import uvicorn
 
     from mockserver.app import create_app
@@ -482,6 +534,7 @@ def serve(settings: Settings, workers: int = 1) -> int:
     try:
         app = create_app(settings)
     except CassetteError as exc:  # a cassette that would replay wrong: one line, not a traceback
+        sock.close()
         print(f"mockserver: invalid --cassettes: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     config = uvicorn_config(
@@ -493,11 +546,30 @@ def serve(settings: Settings, workers: int = 1) -> int:
         max_connections=settings.max_connections,
         shutdown_timeout=settings.shutdown_timeout,
     )
+    server = Server(config)
+    serving(server)
     try:
-        Server(config).run()
+        server.run(sockets=[sock])
     except KeyboardInterrupt:
         _interrupted()
     return 0
+
+
+def _exit_zero_on_term() -> Callable[[Any], None]:
+    """SIGTERM is how a supervisor (make, Docker, systemd, a test harness) asks for a stop: once
+    uvicorn has stopped gracefully on it, ``serve`` exits 0. uvicorn re-raises the signal it
+    stopped on, with the handler that was there before it started: this one, which then lets
+    ``run`` return (rather than the default, death by the signal: 143 in a shell, and make's
+    ``*** Terminated``). A SIGTERM during the start, before uvicorn listens for it, stops the
+    start, also with 0. Returns what tells the handler which server will have started."""
+    servers: list[Any] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        if not (servers and servers[0].started):
+            raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    return servers.append
 
 
 def _interrupted() -> NoReturn:
@@ -509,7 +581,7 @@ def _interrupted() -> NoReturn:
     os._exit(130)
 
 
-def _serve_workers(settings: Settings, workers: int) -> int:
+def _serve_workers(settings: Settings, workers: int, sock: socket.socket) -> int:
     """``workers`` processes on one socket, under uvicorn's supervisor (which restarts a worker
     that dies). Each worker rebuilds the app from ``settings`` (:func:`worker_app`); the server
     configuration is the one a single process runs."""
@@ -527,6 +599,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
         try:
             create_app(settings)
         except CassetteError as exc:
+            sock.close()
             print(f"mockserver: invalid --cassettes: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
     os.environ[WORKER_SETTINGS] = encode_settings(settings)  # spawned workers inherit it
@@ -541,7 +614,6 @@ def _serve_workers(settings: Settings, workers: int) -> int:
         factory=True,
         workers=workers,
     )
-    sock = config.bind_socket()
     host, port = sock.getsockname()[:2]
 
     class Supervisor(Multiprocess):
@@ -573,10 +645,7 @@ def _serve_workers(settings: Settings, workers: int) -> int:
     if supervisor.stopped_by == "int":
         _interrupted()
     if supervisor.stopped_by == "term":
-        # As one process ends on SIGTERM (uvicorn re-raises it): killed by the signal, status -15.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return 0  # not reached
+        return 0  # a graceful stop, as one process's (see _exit_zero_on_term)
     # The supervisor stops by itself only when a worker failed to start (uvicorn logged why).
     print("mockserver: a worker failed to start (see the log above)", file=sys.stderr)
     return 1

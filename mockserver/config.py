@@ -177,7 +177,7 @@ class Settings(BaseSettings):
     @classmethod
     def _rules_load(cls, value: str) -> str:
         if value:
-            from mockserver.answers.script import Script
+            from mockserver.answers.scripted import Script
 
             # Loaded once here to fail at start-up: a RuleError (a ValueError) names the file,
             # the rule's position and the field; create_app loads the file again for real.

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mockserver.context import NOTE_KEY
-from mockserver.http import headers as h
+from mockserver.wire import headers as h
+from mockserver.wire.scope import NOTE_KEY
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mockserver.http import headers as h
+from mockserver.wire import headers as h
 
 if TYPE_CHECKING:
     import httpx2
@@ -153,7 +153,7 @@ class MockServer:
         return verdicts
 
     def respond(self, rule: Mapping[str, Any] | None = None, /, **fields: Any) -> dict[str, Any]:
-        """Script an answer for this test's matching requests (:meth:`mockserver.answers.script.Script.add`):
+        """Script an answer for this test's matching requests (:meth:`mockserver.answers.scripted.Script.add`):
         ``respond(text="Sunny.", match="weather")``, ``respond(tool_calls=[{"name": "f"}])``."""
         added: dict[str, Any] = self.admin("POST", "answers", {**(rule or {}), **fields})["rules"][0]
         return added
@@ -206,8 +206,10 @@ def _openai() -> Any:
     try:
         import openai
     except ModuleNotFoundError as exc:
+        from mockserver.testing import PYTEST_EXTRA
+
         raise ModuleNotFoundError(
-            "the openai_client fixtures need the OpenAI SDK: pip install 'mockserver[pytest]' (or pip install openai)",
+            f"the openai_client fixtures need the OpenAI SDK, which comes with {PYTEST_EXTRA} (or pip install openai)",
             name=exc.name,
         ) from None
     return openai

@@ -158,7 +158,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def _mockserver_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    from mockserver.testing.servers import Servers
+    try:
+        from mockserver.testing.servers import Servers
+    except ModuleNotFoundError as exc:  # the plugin is installed with the package; its clients are an extra
+        if exc.name != "httpx2":
+            raise
+        from mockserver.testing import PYTEST_EXTRA
+
+        pytest.fail(f"the mockserver fixtures need httpx2, which comes with {PYTEST_EXTRA}", pytrace=False)
 
     worker = hasattr(request.config, "workerinput")
     # An xdist worker's temp directory sits in the run's: the directory every worker shares.

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
+from mockserver.spine.backend import ModelBase
 from mockserver.testing.failures import Failures, SessionLayer
 from mockserver.testing.shared import ProcessServer, shared_server
 from mockserver.testing.transports import AsyncHop, Loop, SyncHop
@@ -37,28 +38,26 @@ if TYPE_CHECKING:
     import uvicorn
 
     from mockserver.config import Settings
-    from mockserver.spine.backend import Backend
+    from mockserver.spine.backend import Model
     from mockserver.spine.events import Event
     from mockserver.spine.request import GenerationRequest
 
 __all__ = ["LazyBackend", "LocalServer", "Server", "Servers"]
 
 
-class LazyBackend:
-    """One backend for every local app of the session. It hides ``warm_up`` and ``close``
-    from the apps: the model loads on the first generation (never, for a session that only
-    replays), and closes once, with the session."""
+class LazyBackend(ModelBase):
+    """One model for every local app of the session. Its ``warm_up`` and ``close`` are the
+    base's, which do nothing: the model loads on the first generation (never, for a session
+    that only replays), and closes once, with the session."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Model) -> None:
         self.backend = backend
-        self.vocab_size: int | None = getattr(backend, "vocab_size", None)
+        self.vocab_size = backend.vocab_size
 
     def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
         return self.backend.generate(request)
 
-    def __getattr__(self, name: str) -> Any:  # counters and the like, for /metrics
-        if name in ("warm_up", "close"):
-            raise AttributeError(name)
+    def __getattr__(self, name: str) -> Any:  # the model's counters (steps), as tests read them
         return getattr(self.backend, name)
 
 
@@ -186,9 +185,7 @@ class Servers:
         for local in self._local.values():
             local.close()
         for shared in self._backends.values():
-            close = getattr(shared.backend, "close", None)
-            if close is not None:
-                close()
+            shared.backend.close()
         if self._client_loop is not None:
             self._client_loop.close()
         self._local.clear()

@@ -69,6 +69,10 @@ def shared_server(
             if _healthy(found["url"]):
                 return ProcessServer(found["url"], found["pid"], Path(found["log"]), client_loop, checked)
         log = directory / f"mockserver-{name}.log"
+        if settings.get("cassettes"):
+            # `serve` refuses a cassette directory that does not exist (a typo would otherwise miss
+            # every request); the plugin's is where its tests' recordings go: made here.
+            Path(str(settings["cassettes"])).mkdir(parents=True, exist_ok=True)
         url, pid = _start(settings, log, watch)
         info.write_text(json.dumps({"url": url, "pid": pid, "log": str(log), "settings": settings}, default=str))
         return ProcessServer(url, pid, log, client_loop, checked)

@@ -2,9 +2,11 @@
 
 * A block whose first line is ``# file: test_<name>.py`` is a pytest module: it runs with
   pytester, the mockserver plugin active, and must pass.
-* Any other block runs as a script against a live server: ``OPENAI_BASE_URL`` (…/v1),
-  ``OPENAI_API_KEY`` and ``MOCKSERVER_URL`` (the root) are set, as a reader's shell would,
-  and the default address ``http://127.0.0.1:4010`` in the code is the test server's.
+* Any other block runs as a script against a live server, exactly as printed but for the
+  address: the default ``http://127.0.0.1:4010`` in the code is the test server's, and
+  ``OPENAI_BASE_URL`` (…/v1) and ``OPENAI_API_KEY`` are set, as the shell of a reader who
+  followed docs/docker.md's ``export`` lines would be. Nothing else is: a block that needs a
+  variable the docs do not set fails here as it would for a reader.
   Blocks that import LangChain, LiteLLM or an agent framework (pydantic-ai, the OpenAI Agents SDK,
   smolagents, DSPy) run in ``.venv-docs`` (built by the test command: tests/support/venvs.py).
 """
@@ -75,10 +77,9 @@ def docs_server() -> Iterator[Live]:
 
 def _run(python: Path | str, snippet: Snippet, live: Live, tmp_path: Path) -> None:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("MOCKSERVER_")},
         "OPENAI_BASE_URL": live.base_url,
         "OPENAI_API_KEY": "sk-docs",
-        "MOCKSERVER_URL": live.url,
     }
     # The docs address a server at its default address; this one listens elsewhere.
     code = snippet.code.replace("http://127.0.0.1:4010", live.url).replace("http://localhost:4010", live.url)

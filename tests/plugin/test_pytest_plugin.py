@@ -294,6 +294,27 @@ def test_xdist_workers_share_one_server(pytester: pytest.Pytester) -> None:
         socket.create_connection((host, int(port)), timeout=5).close()
 
 
+def test_a_shared_server_starts_on_a_cassette_directory_not_made_yet(pytester: pytest.Pytester) -> None:
+    """``serve`` refuses a cassette directory that does not exist; the plugin's own (where its
+    tests record) is made for the shared server, so a test whose cassette is not recorded yet
+    gets its miss, not a server that would not start."""
+    pytester.makeini(INI)
+    pytester.makepyfile(
+        test_unrecorded="""
+        import openai, pytest
+
+        @pytest.mark.mockserver(cassette=True)
+        def test_nothing_recorded_yet(mockserver, openai_client):
+            with pytest.raises(openai.NotFoundError, match="No recorded interaction"):
+                openai_client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}])
+        """
+    )
+    unrelated = [f"-pno:{name}" for name in ("hypothesispytest", "faker", "schemathesis", "anyio")]
+    result = pytester.runpytest_inprocess("-n", "1", f"--basetemp={pytester.path / 'temp'}", *unrelated)
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes").is_dir()
+
+
 def test_unused_fixtures_change_nothing(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     pytester.makepyfile("def test_plain():\n    assert True\n")

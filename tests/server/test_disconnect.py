@@ -27,7 +27,15 @@ def test_disconnect_stops_generation(live: Live) -> None:
     assert isinstance(backend, ReferenceBackend)
     _quiet(backend)  # background runs of earlier tests must not count as this stream's steps
     before = backend.steps
-    body = {"model": "m", "prompt": "Tell a long story", "max_tokens": 3000, "stream": True, "temperature": 1.0}
+    # ignore_eos: forced long (3,000 tokens), so the hang-up, not a natural finish, ends it.
+    body = {
+        "model": "m",
+        "prompt": "Tell a long story",
+        "max_tokens": 3000,
+        "stream": True,
+        "temperature": 1.0,
+        "ignore_eos": True,
+    }
     with httpx.stream("POST", live.base_url + "/completions", json=body) as response:
         seen = 0
         for line in response.iter_lines():

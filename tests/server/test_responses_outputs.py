@@ -139,8 +139,15 @@ def test_input_images_cost_tokens(client: openai.OpenAI) -> None:
 def test_an_abandoned_foreground_stream_is_cancelled_not_left_running(client: openai.OpenAI, live: Live) -> None:
     import time
 
-    body = {"model": "gpt-4o", "input": "Tell me a long story.", "max_output_tokens": 400, "stream": True}
-    with httpx.stream("POST", live.base_url + "/responses", json=body, timeout=60) as r:
+    # Forced long: a scripted answer of 300 words at 20 ms a token runs for seconds, so the hang-up
+    # is seen long before a natural finish (the model's own answer here was 19 tokens, ~8 ms: it
+    # often completed before the server noticed the client had left).
+    session = {"x-mockserver-session": "abandoned-foreground-stream"}
+    story = " ".join(f"word{i}" for i in range(300))
+    httpx.post(live.url + "/__mockserver/answers", json={"text": story}, headers=session).raise_for_status()
+    headers = {**session, "x-mockserver-fault": "latency.itl=20"}
+    body = {"model": "gpt-4o", "input": "Tell me a long story.", "max_output_tokens": 4000, "stream": True}
+    with httpx.stream("POST", live.base_url + "/responses", json=body, headers=headers, timeout=60) as r:
         lines = r.iter_lines()
         first = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
         response_id = first["response"]["id"]
@@ -149,4 +156,5 @@ def test_an_abandoned_foreground_stream_is_cancelled_not_left_running(client: op
     deadline = time.monotonic() + 10
     while (status := client.responses.retrieve(response_id).status) == "in_progress" and time.monotonic() < deadline:
         time.sleep(0.05)
+    httpx.post(live.url + "/__mockserver/reset", headers=session)
     assert status == "cancelled"

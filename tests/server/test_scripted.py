@@ -14,7 +14,7 @@ import jsonschema
 import openai
 import pytest
 
-from mockserver.answers.script import Script
+from mockserver.answers.scripted import Script
 from mockserver.context import ServerContext
 from tests.support.live import Live
 from tests.support.tools import TOOLS, WEATHER

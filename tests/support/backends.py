@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import openai
 
-from mockserver.answers.script import Script
+from mockserver.answers.scripted import Script
 from mockserver.app import create_app
 from mockserver.config import Settings
 from tests.support.live import FROZEN, Live, serve_in_thread

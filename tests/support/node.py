@@ -49,6 +49,7 @@ def build() -> str | None:
     npm = shutil.which("npm")
     if npm is None:
         return "npm is not installed"
+    print(f"tests.support.node: installing {' '.join(PACKAGES)} into {FOLDER.name}/ with npm (~12 MB)", flush=True)
     FOLDER.mkdir(exist_ok=True)
     (FOLDER / ".gitignore").write_text("*\n")  # never committed, whatever the project's .gitignore says
     command = [npm, "install", "--prefix", str(FOLDER), "--no-audit", "--no-fund", "--silent", *PACKAGES]

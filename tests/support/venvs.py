@@ -10,9 +10,9 @@
   torch: the proof that scripted answers, cassettes, faults and the plugin need no model.
 
 ``make test`` runs ``python -m tests.support.venvs`` (all built at once, each skipped when its
-stamp says it is up to date), then pytest. Collecting or running the tests never installs
-anything: a test that needs a virtualenv that is not there skips, naming the command that
-builds it (:meth:`Venv.python_or_skip`).
+stamp says it is up to date, each saying what it installs when it does), then pytest.
+Collecting or running the tests never installs anything: a test that needs a virtualenv that is
+not there skips, naming the command that builds it (:meth:`Venv.python_or_skip`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import hashlib
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class Venv:
     folder: Path
     packages: tuple[str, ...]  # pip install arguments
     inputs: tuple[Path, ...] = ()  # files whose content, when it changes, means a rebuild
+    about: str = ""  # what it holds and about its size, said when it is built
 
     @property
     def python(self) -> Path:
@@ -91,10 +93,17 @@ DOCS = Venv(
         "smolagents[openai]>=1.20",
         "dspy>=3.0",
     ),
+    about="LangChain, LiteLLM and the agent frameworks, ~550 MB",
 )
-INSTRUCTOR = Venv("instructor", ROOT / ".venv-instructor", ("instructor>=1.10",))
+INSTRUCTOR = Venv("instructor", ROOT / ".venv-instructor", ("instructor>=1.10",), about="instructor, ~100 MB")
 # Editable: the light install runs this checkout's code, as the main one does.
-LIGHT = Venv("torch-free", ROOT / ".venv-light", ("-e", f"{ROOT}[pytest]"), (ROOT / "pyproject.toml",))
+LIGHT = Venv(
+    "torch-free",
+    ROOT / ".venv-light",
+    ("-e", f"{ROOT}[pytest]"),
+    (ROOT / "pyproject.toml",),
+    about="mockserver[pytest] without torch, ~180 MB",
+)
 ALL = (DOCS, INSTRUCTOR, LIGHT)
 
 
@@ -103,11 +112,17 @@ def main() -> int:
     failures: dict[str, str] = {}
 
     def build(venv: Venv) -> None:
+        started = time.monotonic()
         problem = venv.build()
         if problem is not None:
             failures[venv.name] = problem
+        else:
+            print(f"tests.support.venvs: {venv.folder.name}/ built ({time.monotonic() - started:.0f} s)", flush=True)
 
-    threads = [threading.Thread(target=build, args=(venv,), name=venv.name) for venv in ALL]
+    wanted = [venv for venv in ALL if not venv.ready()]
+    for venv in wanted:  # said before the downloads start: a first build takes a minute or more
+        print(f"tests.support.venvs: building {venv.folder.name}/ ({venv.about}) with pip", flush=True)
+    threads = [threading.Thread(target=build, args=(venv,), name=venv.name) for venv in wanted]
     for thread in threads:
         thread.start()
     for thread in threads:
