@@ -87,7 +87,7 @@ def refuse_unfittable(request: GenerationRequest, tok: Tokenizer) -> None:
 
 def prompt_field(request: GenerationRequest) -> str:
     """The field that holds ``request``'s prompt, as its endpoint names it."""
-    if request.source.surface == "responses":
+    if request.surface == "responses":
         return "input"
     return "messages" if request.endpoint == "chat" else "prompt"
 
@@ -98,7 +98,7 @@ def _exceeded(request: GenerationRequest, prompt_len: int, completion: int, at_l
     prompt = prompt_field(request)
     param = prompt
     if completion >= request.context_window:
-        param = "max_output_tokens" if request.source.surface == "responses" else "max_tokens"
+        param = "max_output_tokens" if request.surface == "responses" else "max_tokens"
     return ContextLengthExceeded(request.context_window, prompt_len, completion, param, at_least, prompt=prompt)
 
 

@@ -58,8 +58,7 @@ class ScriptBackend(BackendBase):
         if self.script.empty:
             raise Declined()
         request = await ask.request()
-        source = request.source
-        answer = await self.script.answer(request, source.surface, source.session)
+        answer = await self.script.answer(request, request.surface, request.session)
         if answer is None:
             raise Declined()
         if _scored(request) and self._scorer is not None:

@@ -16,7 +16,7 @@ a whole recorded session replays.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -187,19 +187,20 @@ async def _read(
 
     Reading is a pure function of the body's bytes, the path it came by (its profile, Azure's
     deployment) and the faults decided for it, when the family needs nothing else (no
-    prelude): an identical request takes what the last one made (the same parsed objects,
-    which nothing changes), with its own source, and its own ``created``."""
+    prelude) and the session it came in (scripted rules read it): an identical request takes
+    what the last one made (the same frozen request and parsed objects, which nothing
+    changes), with its own ``created``."""
     codec = family.codec
     profile = ctx.profile_of(request.scope)
     content = frozenset(f.name for f in plan if f.kind == "content") if plan else frozenset()
     paced = not ctx.engine.timeline_of(plan).idle
     key: tuple[object, ...] | None = None
     if family.prelude is None and len(source.body) <= MEMO_BYTES:
-        key = (codec.id_prefix, codec.endpoint, profile.name, DEPLOYMENT.get(), source.body, content, paced)
+        key = (codec.id_prefix, profile.name, DEPLOYMENT.get(), source.session, source.body, content, paced)
         known: _Read | None = ctx.reads.get(key)
         if known is not None:
             call = Call(
-                gen=replace(known.gen, source=source),
+                gen=known.gen,
                 body=known.body,
                 profile=profile,
                 id=known.id,

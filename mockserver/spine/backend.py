@@ -237,13 +237,13 @@ class Ask:
         self.built: GenerationRequest | None = None
 
     @classmethod
-    def of(cls, request: GenerationRequest) -> Ask:
-        """An ask whose request is built already."""
+    def of(cls, request: GenerationRequest, source: Source | None = None) -> Ask:
+        """An ask whose request is built already (``source``: where it came from, when known)."""
 
         async def given() -> GenerationRequest:
             return request
 
-        ask = cls(request.source, given)
+        ask = cls(source or Source(surface=request.surface, session=request.session), given)
         ask.built = request
         return ask
 

@@ -210,7 +210,11 @@ class GenerationRequest:
     # The content faults that act on decided answers before they are played (the director
     # applies them): ``content.off_schema`` and ``content.bad_arguments``.
     content_faults: frozenset[str] = frozenset()
-    source: Source = Source()
+    # Which wire asked (errors name its fields) and the x-mockserver-session it came in: scripted
+    # rules are matched by both. The rest of where it came from (its bytes, its headers) is the
+    # chain's (:class:`~mockserver.spine.backend.Ask`), never a backend's that generates.
+    surface: Surface = "chat"
+    session: str | None = None
     # Paced by a latency timeline: an answer not streamed still comes token by token, so it
     # waits what its stream would have (a backend may otherwise make it in one piece).
     paced: bool = False

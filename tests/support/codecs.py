@@ -49,9 +49,9 @@ def generation(
 
 def copied_origin(codec: Codec, body: Any, origin: Origin) -> tuple[int, bytes, Source, frozenset[str]]:
     """What the request ``to_generation`` makes keeps of ``origin``: seed, canonical bytes,
-    source and content faults."""
+    where it came from (as far as a backend reads it: its surface and session) and content faults."""
     gen = codec.to_generation(body, profile_named("openai"), Options(), origin)
-    return gen.seed, gen.canonical, gen.source, gen.content_faults
+    return gen.seed, gen.canonical, Source(surface=gen.surface, session=gen.session), gen.content_faults
 
 
 def refusal(codec: Codec, body: Any, profile: str, options: Options, error: type[APIError]) -> APIError:

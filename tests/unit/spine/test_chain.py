@@ -40,7 +40,7 @@ REQUEST = GenerationRequest(
     sampling=Sampling(),
     seed=7,
     context_window=64,
-    source=SOURCE,
+    surface=SOURCE.surface,
 )
 SAID: tuple[Event, ...] = (
     Started(0, 3),
@@ -133,7 +133,7 @@ class Counted:
             self.builds += 1
             return request
 
-        self.ask = Ask(request.source, build)
+        self.ask = Ask(SOURCE, build)
 
 
 async def _rest(stream: AsyncIterator[Event]) -> list[Event]:
@@ -235,7 +235,7 @@ async def test_the_request_is_built_at_most_once_for_two_backends_that_need_it()
 
 
 async def test_an_ask_of_a_built_request_never_builds() -> None:
-    ask = Ask.of(REQUEST)
+    ask = Ask.of(REQUEST, SOURCE)
     assert ask.built is REQUEST and ask.source is SOURCE
     assert await ask.request() is REQUEST
 
