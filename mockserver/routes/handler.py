@@ -305,7 +305,19 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
-    return Response(dumps(answer), media_type="application/json", headers=answer_headers(gen, opened.by))
+    body = dumps(answer)
+    # The headers as Starlette's Response would write them (its own first, then length and type),
+    # made directly: an answer is what test suites ask for most.
+    return _Raw(
+        200,
+        [
+            (h.SEED, str(gen.seed).encode()),
+            (h.SOURCE, opened.by.encode()),
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/json"),
+        ],
+        body,
+    )
 
 
 def abandoned(scope: Any) -> Response:
