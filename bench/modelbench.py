@@ -36,17 +36,19 @@ def _time(fn: Callable[[], object], reps: int, budget: float) -> list[float]:
 
 
 def measure(assets: Path, reps: int, budget: float, kernel: str = "auto") -> dict[str, Any]:
+    from safetensors.numpy import load_file
+
     from mockserver.backends.reference import sampling
     from mockserver.gpt import kernels
+    from mockserver.gpt.checkpoint import read_config
     from mockserver.gpt.decoder import Decoder, Slots
-    from mockserver.gpt.model import load_model
 
     start = time.perf_counter()
-    model = load_model(assets)
-    decoder = Decoder.of(model, kernels.load(kernel))
+    decoder = Decoder.read(assets, kernels.load(kernel))  # as the server reads it: NumPy, no torch
     load_s = time.perf_counter() - start
-    cfg = model.cfg
-    exp = decoder.kernel.exp
+    cfg = read_config(assets)
+    parameters = sum(array.size for array in load_file(str(assets / "model.safetensors")).values())
+    picker = decoder.kernel  # sampling.pick takes the kernel whose pick (and exp) it runs
     # Ordinary (non-special) token ids; their values do not change the cost.
     prompt = [3 + (i * 37) % (cfg.vocab_size - 3) for i in range(50)]
     logits, at_50 = decoder.prefill(prompt)
@@ -64,16 +66,16 @@ def measure(assets: Path, reps: int, budget: float, kernel: str = "auto") -> dic
         scores, state = decoder.prefill(prompt)
         vector = scores[-1]
         for _ in range(16):
-            token = sampling.pick(vector, 1.0, 0, 1.0, rng, exp)
+            token = sampling.pick(vector, 1.0, 0, 1.0, rng, picker)
             vector = decoder.step(state, [(0, token)])[0]
 
     figures = {
         "prefill_50": _time(lambda: decoder.prefill(prompt), reps, budget),
         "step_at_50": _time(lambda: step(at_50), reps, budget),
         f"step_at_{cfg.window - 1}": _time(lambda: step(full), reps, budget),
-        "pick_greedy": _time(lambda: sampling.pick(row, 0.0, 0, 1.0, rng, exp), reps, budget),
-        "pick_t1": _time(lambda: sampling.pick(row, 1.0, 0, 1.0, rng, exp), reps, budget),
-        "pick_t1_top_p": _time(lambda: sampling.pick(row, 1.0, 0, 0.9, rng, exp), reps, budget),
+        "pick_greedy": _time(lambda: sampling.pick(row, 0.0, 0, 1.0, rng, picker), reps, budget),
+        "pick_t1": _time(lambda: sampling.pick(row, 1.0, 0, 1.0, rng, picker), reps, budget),
+        "pick_t1_top_p": _time(lambda: sampling.pick(row, 1.0, 0, 0.9, rng, picker), reps, budget),
         "generate_16_after_50": _time(generate_16, max(1, reps // 10), budget),
     }
     return {
@@ -85,7 +87,7 @@ def measure(assets: Path, reps: int, budget: float, kernel: str = "auto") -> dic
             "n_embd": cfg.n_embd,
             "window": cfg.window,
         },
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": parameters,
         "kernel": decoder.kernel.name,
         "load_s": load_s,
         "ms": {name: summarize(samples) for name, samples in figures.items()},
