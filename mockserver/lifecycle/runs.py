@@ -417,7 +417,7 @@ class Lifecycle:
         failed = await self._fail_orphans(None)
         loop = asyncio.get_running_loop()
         sweeping = self._sweeper is not None and self._sweeper.get_loop() is loop and not self._sweeper.done()
-        if getattr(self.store, "shared", False) and self.sweep > 0 and not sweeping:
+        if self.store.shared and self.sweep > 0 and not sweeping:
             self._sweeper = loop.create_task(self._sweep(), name="responses sweeper")
         if failed:
             log.warning("failed %d response(s) left running by a server that is gone", failed)

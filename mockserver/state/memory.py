@@ -140,6 +140,8 @@ class MemoryStore:
     the clock passes its expiry. Every method completes without awaiting anything, so each
     is atomic on the event loop."""
 
+    shared = False  # one process's own: no run of another process to find
+
     def __init__(self, clock: Clock, capacity: int = 10_000, ttl: float = 2_592_000.0) -> None:
         self._clock = clock
         self._capacity = capacity

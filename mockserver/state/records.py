@@ -104,6 +104,9 @@ class Page:
 
 
 class Store(Protocol):
+    # Other processes may run the responses it holds: the lifecycle looks for orphans.
+    shared: bool
+
     async def create(self, record: Record) -> bool:
         """Keep ``record``; False (and nothing kept) if its id is taken."""
         ...
