@@ -35,7 +35,7 @@ from mockserver.http.body import replaying
 from mockserver.http.gone import ClientGone
 from mockserver.http.limits import take_body
 from mockserver.http.metrics import METHODS, OTHER, Endpoints, Metrics, measured, measuring
-from mockserver.http.prefix import Prefixes
+from mockserver.http.prefix import Prefixes, provider_path
 from mockserver.http.request_id import Hash, begin, hashing
 from mockserver.profiles import Profile
 from mockserver.state.base import StateUnavailable
@@ -119,7 +119,7 @@ class Edge:
             return
         if raw is not None:
             receive = replaying(raw, receive)
-        if not scope["path"].startswith("/v1/"):
+        if not provider_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         if self.recording:

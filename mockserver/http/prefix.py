@@ -32,10 +32,18 @@ from mockserver.errors import APIError, NotFound
 from mockserver.profiles import Profile
 from mockserver.wire.scope import PROFILE_KEY
 
-__all__ = ["AZURE_PROFILE", "Prefixes", "Routed"]
+__all__ = ["AZURE_PROFILE", "PROVIDER_ROOTS", "Prefixes", "Routed", "provider_path"]
 
 AZURE_PROFILE = "openai"  # Azure OpenAI serves OpenAI's models in OpenAI's wire format
 API_VERSION = "api-version"
+# The roots of the providers' own paths (OpenAI's /v1/; Google's /v1beta/): requests there pass
+# the recording guard, the faults and the keys; the admin API and /health do not.
+PROVIDER_ROOTS = ("/v1/", "/v1beta/")
+
+
+def provider_path(path: str) -> bool:
+    """Is ``path`` (after its prefix is read) a provider's, not the server's own?"""
+    return path.startswith(PROVIDER_ROOTS)
 
 
 def _missing_version() -> APIError:
