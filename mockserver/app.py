@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -107,6 +107,14 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     if given is not None:
         response.headers[REQUEST_ID.decode()] = given
     return response
+
+
+# The errors a route's answer may raise, and who answers them (the edge calls the routes of
+# fixed paths itself, with these; Starlette's exception layer, the rest).
+_HANDLERS: dict[type[Exception], Callable[[Request, Exception], Awaitable[Response]]] = {
+    APIError: _api_error,
+    HTTPException: _http_error,
+}
 
 
 def _vocab_size(model: Model | None) -> int:
@@ -228,7 +236,7 @@ def create_app(
 
     app = Starlette(
         routes=routes(recorded=bool(set(names) & {"replay", "record"})),
-        exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _unexpected},
+        exception_handlers={**_HANDLERS, Exception: _unexpected},
         lifespan=lifespan,
     )
     app.state.ctx = ctx
@@ -242,6 +250,7 @@ def create_app(
         routes=app.routes,
         profiles=PROFILES,
         answer=_answer,
+        handlers=_HANDLERS,
         injector=settings.injector,
         recording=bool(settings.cassettes),
         keys=frozenset(settings.api_keys),

@@ -14,18 +14,18 @@ stream.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from mockserver.faults import content
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.latency import Timeline, paced
-from mockserver.spine.backend import Ask, Chain, aclose
+from mockserver.spine.backend import Ask, Chain, Played, aclose
 from mockserver.spine.events import Answered, Event, Usage
 from mockserver.spine.request import GenerationRequest
 from mockserver.spine.result import Result
 from mockserver.spine.seeding import digest
 
-__all__ = ["Engine", "folded"]
+__all__ = ["Engine", "fold", "folded"]
 
 
 class Engine:
@@ -77,7 +77,10 @@ class Engine:
         if self.on_usage is not None:
             if isinstance(first, Usage):
                 self.on_usage(first)
-            stream = _counted(stream, self.on_usage)
+            if isinstance(stream, Played):  # it counts as its events are taken, drained or not
+                stream.on_usage = self.on_usage
+            else:
+                stream = _counted(stream, self.on_usage)
         return name, first, stream
 
     async def events(self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()) -> AsyncIterator[Event]:
@@ -92,11 +95,23 @@ class Engine:
         return await folded(*await self.open(ask, faults))
 
 
+def fold(by: str, events: Iterable[Event]) -> Result:
+    """``events``, all of an answer's (its first included), folded whole."""
+    result = Result(answered_by=by)
+    for event in events:
+        result.apply(event)
+    return result
+
+
 async def folded(by: str, first: Event | None, rest: AsyncIterator[Event]) -> Result:
     """An opened answer (see :meth:`Engine.open`) folded whole: the non-streaming answer."""
     result = Result(answered_by=by)
     if first is not None:
         result.apply(first)
+    if isinstance(rest, Played) and rest.ready:  # made at once: no wait per event
+        for event in rest.drain():
+            result.apply(event)
+        return result
     try:
         async for event in rest:
             result.apply(event)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
 from mockserver.cassettes.files import check_name
@@ -34,7 +34,7 @@ from mockserver.cassettes.library import HOP, RECORD_MODES, Library, RecordMode,
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.cassettes.refold import fold, unfold
 from mockserver.errors import Forbidden, InvalidRequest
-from mockserver.spine.backend import Ask, BackendBase, Declined, Role
+from mockserver.spine.backend import Ask, BackendBase, Declined, Played, Role
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
 from mockserver.spine.request import Source
 from mockserver.wire import headers as h
@@ -65,10 +65,11 @@ class ReplayBackend(BackendBase):
         self._generation = library.generation
 
     def answer(self, ask: Ask) -> AsyncIterator[Event]:
-        return self._answer(ask.source)
+        return Played(lambda: self._events(ask.source))
 
-    async def _answer(self, source: Source) -> AsyncIterator[Event]:
-        """The recording of ``source`` (any endpoint's: it needs nothing but the request)."""
+    async def _events(self, source: Source) -> Sequence[Event] | AsyncIterator[Event]:
+        """The recording of ``source`` (any endpoint's: it needs nothing but the request): its
+        events made once, or, paced, as they leave."""
         if vetted(self.library, source) == "all":
             raise Declined()
         interaction = await self.library.next(source, self.order)
@@ -81,17 +82,14 @@ class ReplayBackend(BackendBase):
             self._generation = self.library.generation
         pace = self.library.options.pace
         if pace:
-            async for event in replayed(interaction, source, pace):
-                yield event
-            return
+            return replayed(interaction, source, pace)
         key = (id(interaction), source.stream, source.include_usage)
         made = self._made.get(key)
         if made is None:
             if len(self._made) >= 4096:
                 self._made.clear()
             made = self._made[key] = tuple([event async for event in replayed(interaction, source, 0.0)])
-        for event in made:
-            yield event
+        return made
 
 
 def vetted(library: Library, source: Source) -> RecordMode:

@@ -8,12 +8,16 @@ cut and stop strings — and no torch. Only a request that asks for scores (``lo
 scored ``echo``, ``prompt_logprobs``) hands its decided answer to the model, which scores it
 token by token (teacher forcing) and is loaded for that on first use. A request with a long
 prompt is played in a thread (its size checked first: see :mod:`mockserver.backends.prompts`).
+
+An answer is made all at once (:class:`~mockserver.spine.backend.Played`: nothing in it waits),
+and remembered by its request: the handler hands back the same frozen request for the same
+body, so a request asked again with the same decided answers is not tokenized and played again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +26,7 @@ from mockserver.answers.scripted import Script
 from mockserver.backends import ModelNotInstalled, model_installed, prompts
 from mockserver.backends.recital import Recital
 from mockserver.gpt.tokenizer import Tokenizer
-from mockserver.spine.backend import Ask, BackendBase, Declined, Model, Role
+from mockserver.spine.backend import Ask, BackendBase, Declined, Model, Played, Role
 from mockserver.spine.events import Event, Finished, Refusal, Started, TextDelta, ToolCallDelta, Usage
 from mockserver.spine.request import Answer, GenerationRequest
 from mockserver.spine.stopping import TextAssembler
@@ -48,13 +52,20 @@ class ScriptBackend(BackendBase):
         self.script = script
         self._scorer = scorer
         self._tokenizer = tokenizer
+        # By the request's identity (checked: the same object, the same answers), its events:
+        # a request is played once, however often it is asked (they are frozen, and shared).
+        self._played: dict[int, tuple[GenerationRequest, tuple[Answer | None, ...], tuple[Event, ...]]] = {}
 
     @property
     def idle(self) -> bool:
         """No rule at all: the chain passes by without building the request."""
         return self.script.empty
 
-    async def answer(self, ask: Ask) -> AsyncIterator[Event]:
+    def answer(self, ask: Ask) -> AsyncIterator[Event]:
+        return Played(lambda: self._play(ask))
+
+    async def _play(self, ask: Ask) -> Sequence[Event] | AsyncIterator[Event]:
+        """The answer's events, made at once (the model's stream, when it scores them)."""
         if self.script.empty:
             raise Declined()
         request = await ask.request()
@@ -64,17 +75,24 @@ class ScriptBackend(BackendBase):
         if _scored(request) and self._scorer is not None:
             if not model_installed():  # the model scores a scripted answer's tokens
                 raise ModelNotInstalled("Logprobs (or a scored echo) of a scripted answer")
-            async for event in self._scorer().generate(director.scripted(request, answer)):
-                yield event
-            return
+            return self._scorer().generate(director.scripted(request, answer))
         answers = director.scripted_answers(request, answer)
+        known = self._played.get(id(request))
+        if known is not None and known[0] is request and known[1] == answers:
+            return known[2]
         if prompts.heavy(request):  # much to tokenize: in a thread, so other requests go on meanwhile
-            events = await asyncio.to_thread(lambda: list(play(request, self._tokenizer(), answers)))
-            for event in events:
-                yield event
-            return
-        for event in play(request, self._tokenizer(), answers):
-            yield event
+            events = await asyncio.to_thread(lambda: tuple(play(request, self._tokenizer(), answers)))
+        else:
+            events = tuple(play(request, self._tokenizer(), answers))
+        self._played[id(request)] = (request, answers, events)
+        if len(self._played) > PLAYED:
+            del self._played[next(iter(self._played))]  # the oldest
+        return events
+
+
+# Answers remembered (see ScriptBackend): an identical request (the handler hands back the same
+# frozen request for the same body) with the same decided answers gets the same events.
+PLAYED = 512
 
 
 def _scored(request: GenerationRequest) -> bool:

@@ -29,7 +29,7 @@ from mockserver.errors import APIError, ErrorStyle, InvalidRequest, RequestTooLa
 from mockserver.faults import catalogue
 from mockserver.faults.catalogue import Fault, FaultError
 from mockserver.faults.http import StatusError, http_error, retry_headers
-from mockserver.faults.journal import Entry
+from mockserver.faults.journal import BODY_KEPT, UNREAD, Entry
 from mockserver.faults.plan import note
 from mockserver.faults.ratelimit import estimate_tokens
 from mockserver.faults.rules import RequestInfo
@@ -95,7 +95,7 @@ class Injection:
             path=scope["path"],
             session=session,
             retry_attempt=retry_attempt,
-            body=body,
+            body=body if len(raw) > BODY_KEPT else UNREAD,  # a small one is read when the entry is
             raw=raw,
             entry_id=entry_id,
         )

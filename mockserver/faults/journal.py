@@ -26,12 +26,13 @@ import json
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from mockserver.state.sync import JOURNAL_IDS, Bridge, safe
+from mockserver.wire.json import parse_lenient
 
-__all__ = ["BODY_DEPTH", "BODY_KEPT", "Ending", "Entry", "Journal", "bounded", "verdicts"]
+__all__ = ["BODY_DEPTH", "BODY_KEPT", "JOURNAL_BYTES", "UNREAD", "Ending", "Entry", "Journal", "bounded", "verdicts"]
 
 # The state's keys (a shared state only): the finished entries, the global clear's mark, and
 # each session's marks under journal:s:<session>: (the ids, journal:ids, are counted by sync).
@@ -45,13 +46,24 @@ Ending = Literal["pending", "done", "eof", "reset", "stall", "hang", "client_dis
 RETRYABLE = frozenset({408, 409, 429})
 
 BODY_KEPT = 16 * 1024  # bytes: a body this size or smaller is kept whole
+# Bytes of kept bodies a memory journal holds at most (then the oldest entries go, whatever
+# --journal-size says): 10,000 entries of 16 KiB would otherwise hold 160 MB.
+JOURNAL_BYTES = 32 * 1024 * 1024
 BODY_DEPTH = 100  # levels of nesting a kept body may have (deeper ones are summarised)
 _SUMMARY_FIELDS = 32  # top-level scalar fields a summary keeps
 _SUMMARY_TEXT = 256  # characters: longer strings are left out of a summary
 
 
-@dataclass(slots=True)
+UNREAD: Any = object()  # no parsed body given: the journal keeps a small body's bytes, read later
+
+
+@dataclass(slots=True, init=False, eq=False)
 class Entry:
+    """One request as the journal knows it. ``body``, ``body_sha256`` and ``body_truncated``
+    are read from the body's bytes the first time they are asked for: the journal keeps the
+    bytes of a small body (no parsing, no digest, no object graph for the garbage collector to
+    walk) and most entries are never read."""
+
     id: int
     time: float  # wall-clock seconds when it arrived (real time even on a virtual clock:
     # the journal is about what the client did, and clients wait in real time)
@@ -59,24 +71,137 @@ class Entry:
     path: str
     session: str | None
     retry_attempt: int
-    body: Any  # the parsed JSON body, or its summary (body_truncated); None when there was none
-    faults: list[str] = field(default_factory=list)
-    status: int | None = None
-    seed: int | None = None
-    retry_after: float | None = None  # what the response advertised
-    events: int = 0  # SSE data events sent
-    bytes: int = 0  # body bytes sent
-    ended: Ending = "pending"
-    duration: float | None = None
-    body_bytes: int = 0  # the request body's size
-    body_sha256: str | None = None  # what identical requests share (None: no body)
-    body_truncated: bool = False  # ``body`` is a summary of a body too big or too deep to keep
+    faults: list[str]
+    status: int | None
+    seed: int | None
+    retry_after: float | None  # what the response advertised
+    events: int  # SSE data events sent
+    bytes: int  # body bytes sent
+    ended: Ending
+    duration: float | None
+    body_bytes: int  # the request body's size
+    _body: Any  # the parsed JSON body, or its summary (body_truncated); None when there was none
+    _digest: str | None  # what identical requests share (None: no body)
+    _truncated: bool  # ``body`` is a summary of a body too big or too deep to keep
+    _raw: bytes | None  # the body's bytes, until they are read (then None)
+
+    def __init__(
+        self,
+        id: int,
+        time: float,
+        method: str,
+        path: str,
+        session: str | None,
+        retry_attempt: int,
+        body: Any,
+        faults: list[str] | None = None,
+        status: int | None = None,
+        seed: int | None = None,
+        retry_after: float | None = None,
+        events: int = 0,
+        bytes: int = 0,
+        ended: Ending = "pending",
+        duration: float | None = None,
+        body_bytes: int = 0,
+        body_sha256: str | None = None,
+        body_truncated: bool = False,
+        raw: bytes | None = None,
+    ) -> None:
+        self.id, self.time, self.method, self.path = id, time, method, path
+        self.session, self.retry_attempt = session, retry_attempt
+        self.faults = faults if faults is not None else []
+        self.status, self.seed, self.retry_after = status, seed, retry_after
+        self.events, self.bytes, self.ended, self.duration = events, bytes, ended, duration
+        self.body_bytes = body_bytes
+        self._body, self._digest, self._truncated, self._raw = body, body_sha256, body_truncated, raw
+
+    def _read(self) -> None:
+        raw = self._raw
+        if raw is None:
+            return
+        self._body, size, self._digest, self._truncated = bounded(_parsed(raw), raw)
+        self.body_bytes = size
+        self._raw = None
+
+    @property
+    def body(self) -> Any:
+        self._read()
+        return self._body
+
+    @property
+    def body_sha256(self) -> str | None:
+        self._read()
+        return self._digest
+
+    @property
+    def body_truncated(self) -> bool:
+        self._read()
+        return self._truncated
+
+    def read(self) -> Entry:
+        """This entry as it stands, its body read (a copy: the journal keeps the bytes)."""
+        if self._raw is None:
+            return self
+        copy = Entry(
+            self.id,
+            self.time,
+            self.method,
+            self.path,
+            self.session,
+            self.retry_attempt,
+            None,
+            list(self.faults),
+            self.status,
+            self.seed,
+            self.retry_after,
+            self.events,
+            self.bytes,
+            self.ended,
+            self.duration,
+            self.body_bytes,
+            raw=self._raw,
+        )
+        copy._read()
+        return copy
+
+    def kept_bytes(self) -> int:
+        """What this entry holds of its body, in bytes (the journal's budget counts it)."""
+        return len(self._raw) if self._raw is not None else 0
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a JSON object (shallow: the body kept is bounded in size and depth)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["faults"] = list(self.faults)
-        return out
+        self._read()
+        return {
+            "id": self.id,
+            "time": self.time,
+            "method": self.method,
+            "path": self.path,
+            "session": self.session,
+            "retry_attempt": self.retry_attempt,
+            "body": self._body,
+            "faults": list(self.faults),
+            "status": self.status,
+            "seed": self.seed,
+            "retry_after": self.retry_after,
+            "events": self.events,
+            "bytes": self.bytes,
+            "ended": self.ended,
+            "duration": self.duration,
+            "body_bytes": self.body_bytes,
+            "body_sha256": self._digest,
+            "body_truncated": self._truncated,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"Entry({self.to_json()!r})"
+
+
+def _parsed(raw: bytes) -> Any:
+    """A kept body's JSON (None: it is no JSON; the handler said why when it came)."""
+    return parse_lenient(raw)
 
 
 class Journal:
@@ -96,7 +221,8 @@ class Journal:
     def __init__(self, size: int = 10_000, bridge: Bridge | None = None) -> None:
         self.size = size
         self.bridge = bridge if bridge is not None else Bridge()
-        self._entries: deque[Entry] = deque(maxlen=size)  # memory: the journal
+        self._entries: deque[Entry] = deque()  # memory: the journal (at most size entries)
+        self._bytes = 0  # the kept bodies' bytes in _entries
         self._pending: dict[int, Entry] = {}  # shared: this process's requests still running
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -113,32 +239,53 @@ class Journal:
         path: str,
         session: str | None,
         retry_attempt: int,
-        body: Any,
+        body: Any = UNREAD,
         raw: bytes | None = None,
         entry_id: int = 0,
     ) -> Entry:
         """Journal a request as it arrives. ``body`` is the parsed body (None if none or not
-        JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap). On a shared
-        state ``entry_id`` is the one the state counted (else this process counts its own)."""
-        kept, size, digest, truncated = bounded(body, raw)
+        JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap). Given ``raw``
+        alone, a small body's bytes are kept as they are and read when the entry is (see
+        :class:`Entry`): what the edge does. On a shared state ``entry_id`` is the one the state
+        counted (else this process counts its own)."""
+        if body is UNREAD and raw is not None and len(raw) <= BODY_KEPT:
+            kept, size, digest, truncated, unread = None, len(raw), None, False, raw
+        else:
+            if body is UNREAD:
+                body = parse_lenient(raw) if raw else None
+            (kept, size, digest, truncated), unread = bounded(body, raw), None
+        entry = Entry(
+            entry_id,
+            time,
+            method,
+            path,
+            session,
+            retry_attempt,
+            kept,
+            body_bytes=size,
+            body_sha256=digest,
+            body_truncated=truncated,
+            raw=unread,
+        )
         with self._lock:
-            entry = Entry(
-                entry_id or next(self._ids),
-                time,
-                method,
-                path,
-                session,
-                retry_attempt,
-                kept,
-                body_bytes=size,
-                body_sha256=digest,
-                body_truncated=truncated,
-            )
+            if not entry_id:
+                entry.id = next(self._ids)
             if self.shared:
                 self._pending[entry.id] = entry
             else:
-                self._entries.append(entry)
+                self._keep(entry)
             return entry
+
+    def _keep(self, entry: Entry) -> None:
+        """Into the ring (the lock held): past ``size`` entries or :data:`JOURNAL_BYTES` of kept
+        bodies, the oldest go."""
+        entries = self._entries
+        if len(entries) >= self.size:
+            self._bytes -= entries.popleft().kept_bytes()
+        entries.append(entry)
+        self._bytes += entry.kept_bytes()
+        while self._bytes > JOURNAL_BYTES and len(entries) > 1:
+            self._bytes -= entries.popleft().kept_bytes()
 
     async def close(self, entry: Entry) -> None:
         """The request is over: on a shared state, its entry goes to the state's list (one push)."""
@@ -163,7 +310,7 @@ class Journal:
         if self.shared:
             return self.bridge.call(self.aentries(session))
         with self._lock:
-            return [e for e in self._entries if session is None or e.session == session]
+            return [e.read() for e in self._entries if session is None or e.session == session]
 
     async def aentries(self, session: str | None = None) -> list[Entry]:
         """The entries (of ``session``), oldest first: every process's finished ones and this
@@ -181,7 +328,7 @@ class Journal:
         with self._lock:
             for entry in self._pending.values():
                 if entry.id > after and (session is None or entry.session == session):
-                    found.setdefault(entry.id, entry)
+                    found.setdefault(entry.id, entry.read())
         return [found[key] for key in sorted(found)]
 
     def clear(self, session: str | None = None) -> None:
@@ -195,6 +342,7 @@ class Journal:
                 kept = [e for e in self._entries if e.session != session]
                 self._entries.clear()
                 self._entries.extend(kept)
+            self._bytes = sum(e.kept_bytes() for e in self._entries)
 
     async def aclear(self, session: str | None = None) -> None:
         """Forget every entry (``session=None``: the shared list goes), or one session's (a mark)."""

@@ -15,7 +15,7 @@ a whole recorded session replays.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from mockserver.backends import prompts
 from mockserver.context import Options, ServerContext
-from mockserver.engine import folded
+from mockserver.engine import fold, folded
 from mockserver.errors import APIError, InvalidRequest
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.plan import applicable, note, planned
@@ -38,7 +38,7 @@ from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Chunk, ChunkFrame, Codec
 from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
-from mockserver.spine.backend import Ask, aclose
+from mockserver.spine.backend import Ask, Played, aclose
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
 from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
 from mockserver.spine.result import Result
@@ -94,6 +94,7 @@ class Prepared:
     data: Json  # the body as a JSON object (extra_body lifted)
     plan: tuple[Fault, ...]  # the faults decided at the edge
     options: Options  # what the codec read (Responses: with the conversation continued)
+    read: _Read | None = None  # what an identical body was read as (remembered: see _read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +165,10 @@ async def handle(request: Request, family: Family) -> Response:
     return await family.deliver(read[0], Opened(by, first, stream))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Read:
     """What a body was read as, for a request whose answer depends on nothing else (kept in
-    :attr:`~mockserver.context.ServerContext.reads`)."""
+    :attr:`~mockserver.context.ServerContext.reads`); and the last answer it got, encoded."""
 
     data: Json
     body: GenerationFields
@@ -175,6 +176,19 @@ class _Read:
     id: str
     include_usage: bool
     service_tier: str | None
+    answer: _Encoded | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoded:
+    """A non-streamed answer's body as encoded, and what it was encoded from: who answered,
+    the events made at once (:class:`~mockserver.spine.backend.Played`, by identity: a backend
+    hands out the same events for the same request) and the second it was created in."""
+
+    by: str
+    events: Sequence[Event]
+    created: int
+    body: bytes
 
 
 MEMO_BYTES = 16 * 1024  # bodies up to this size are remembered (512 of them at most)
@@ -208,7 +222,7 @@ async def _read(
                 include_usage=known.include_usage,
                 service_tier=known.service_tier,
             )
-            return Prepared(request, ctx, call, known.data, plan, ctx.options)
+            return Prepared(request, ctx, call, known.data, plan, ctx.options, known)
     data = params.prepare(data, profile, codec.endpoint, ctx.options.strict)
     params.check_sizes(data, ctx.options.limits)  # before the schema's work grows with them
     body = validated(codec.schema, data)
@@ -237,9 +251,11 @@ async def _read(
         include_usage=bool(stream_options and stream_options.include_usage),
         service_tier=params.service_tier(body, profile, codec.endpoint) if codec.surface != "responses" else None,
     )
+    read = None
     if key is not None:
-        ctx.reads.put(key, _Read(data, body, gen, call.id, call.include_usage, call.service_tier))
-    return Prepared(request, ctx, call, data, plan, options)
+        read = _Read(data, body, gen, call.id, call.include_usage, call.service_tier)
+        ctx.reads.put(key, read)
+    return Prepared(request, ctx, call, data, plan, options, read)
 
 
 def source_of(scope: Any, raw: bytes, surface: Surface, stream: bool, include_usage: bool) -> Source:
@@ -298,21 +314,36 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
         framing = Framing(named=False, done=True, style=call.profile.error_style)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
     assert opened.rest is not None
+    rest, read = opened.rest, prepared.read
+    if read is not None and keep is None and isinstance(rest, Played) and rest.ready:
+        # Made at once, for a body read before: the same events encode to the same bytes
+        # within the second they are created in (the events are counted all the same).
+        made, last = rest.made, read.answer
+        rest.drain()
+        if last is not None and last.events is made and last.by == opened.by and last.created == call.created:
+            body = last.body
+        else:
+            body = dumps(codec.encode(call, fold(opened.by, made)))
+            read.answer = _Encoded(opened.by, made, call.created, body)
+        return _answer(gen, opened.by, body)
     try:
-        result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, opened.rest))
+        result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, rest))
     except ClientGone:
         return abandoned(scope)
     answer = codec.encode(call, result)
     if keep is not None:
         await keep(answer)
-    body = dumps(answer)
+    return _answer(gen, opened.by, dumps(answer))
+
+
+def _answer(gen: GenerationRequest, by: str, body: bytes) -> Response:
     # The headers as Starlette's Response would write them (its own first, then length and type),
     # made directly: an answer is what test suites ask for most.
     return _Raw(
         200,
         [
             (h.SEED, str(gen.seed).encode()),
-            (h.SOURCE, opened.by.encode()),
+            (h.SOURCE, by.encode()),
             (b"content-length", str(len(body)).encode()),
             (b"content-type", b"application/json"),
         ],
@@ -413,13 +444,16 @@ async def recorded_response(
     note(scope, applicable(plan, generated=False, stream=head.stream, paced=paced))
     if not head.stream:
         body: list[bytes] = []
-        try:
-            async for event in events:
-                if isinstance(event, RecordedFrame):
-                    body.append(event.data)
-        finally:
-            await aclose(events)
-        return _recorded_body(head, b"".join(body), by)
+        if isinstance(events, Played) and events.ready:  # made at once: no wait per event
+            body = [event.data for event in events.drain() if isinstance(event, RecordedFrame)]
+        else:
+            try:
+                async for event in events:
+                    if isinstance(event, RecordedFrame):
+                        body.append(event.data)
+            finally:
+                await aclose(events)
+        return _recorded_body(head, body[0] if len(body) == 1 else b"".join(body), by)
     link = Link()
     framing = Framing(named=named, done=False, style=style)
     response = event_stream(_recorded_frames(events, link), framing, {}, stream_faults(plan, link), link)

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from typing import Any, Literal, Protocol
 
 from mockserver.errors import APIError, NotFound
-from mockserver.spine.events import Answered, Event, RecordedHead
+from mockserver.spine.events import Answered, Event, RecordedHead, Usage
 from mockserver.spine.request import GenerationRequest, Source
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Model",
     "ModelBase",
     "ModelLink",
+    "Played",
     "Role",
     "aclose",
 ]
@@ -131,6 +132,75 @@ async def aclose(stream: AsyncIterator[object]) -> None:
     close = getattr(stream, "aclose", None)  # an async generator's; a plain iterator has none
     if close is not None:
         await close()
+
+
+class Played:
+    """An answer a backend makes all at once when it first answers (a scripted answer: nothing
+    in it waits). It is an async iterator like any answer, so every layer may wrap it; a layer
+    that does not (a non-streamed answer folded whole, the usage count) takes the rest with
+    :meth:`drain`, without a wait per event.
+
+    ``start`` makes the events — or, for an answer that does wait after all (a scripted answer
+    the model scores), the stream that makes them, handed on as it comes — raising
+    :class:`Declined` to decline. ``on_usage`` sees the
+    :class:`~mockserver.spine.events.Usage` event as it passes, however it is taken."""
+
+    __slots__ = ("_at", "_events", "_start", "_stream", "on_usage")
+
+    def __init__(self, start: Callable[[], Awaitable[Sequence[Event] | AsyncIterator[Event]]]) -> None:
+        self._start: Callable[[], Awaitable[Sequence[Event] | AsyncIterator[Event]]] | None = start
+        self._events: Sequence[Event] = ()
+        self._stream: AsyncIterator[Event] | None = None
+        self._at = 0
+        self.on_usage: Callable[[Usage], None] | None = None
+
+    def __aiter__(self) -> Played:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._start is not None:
+            start, self._start = self._start, None
+            made = await start()
+            if isinstance(made, Sequence):
+                self._events = made
+            else:
+                self._stream = made
+        if self._stream is not None:
+            event = await anext(self._stream)
+        elif self._at < len(self._events):
+            event = self._events[self._at]
+            self._at += 1
+        else:
+            raise StopAsyncIteration
+        if self.on_usage is not None and isinstance(event, Usage):
+            self.on_usage(event)
+        return event
+
+    @property
+    def ready(self) -> bool:
+        """Made all at once and started: :meth:`drain` may take the rest."""
+        return self._start is None and self._stream is None
+
+    @property
+    def made(self) -> Sequence[Event]:
+        """Every event, the ones taken included (only when :attr:`ready`): the backend's own
+        sequence, the same object for the same answer where the backend remembers it."""
+        assert self.ready, "only an answer made all at once has its events"
+        return self._events
+
+    def drain(self) -> Sequence[Event]:
+        """The events not taken yet (only when :attr:`ready`)."""
+        assert self.ready, "only an answer made all at once is drained"
+        rest, self._at = self._events[self._at :], len(self._events)
+        if self.on_usage is not None:
+            for event in rest:
+                if isinstance(event, Usage):
+                    self.on_usage(event)
+        return rest
+
+    async def aclose(self) -> None:
+        if self._stream is not None:
+            await aclose(self._stream)
 
 
 Opened = tuple[str, Event | None, AsyncIterator[Event]]

@@ -62,13 +62,21 @@ def loads(raw: bytes | str) -> Any:
     """Strict JSON: :class:`NotJson` for what is not JSON, :class:`NotFinite` (a 400 naming
     the field) for ``NaN``, ``Infinity`` or a number that overflows a double."""
     try:
-        return json.loads(raw, parse_constant=_constant, parse_float=_finite)
+        if isinstance(raw, bytes):  # as json.loads reads bytes (UTF-8, -16 or -32)
+            raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        elif raw.startswith("\ufeff"):
+            raise NotJson("Unexpected UTF-8 BOM (decode using utf-8-sig)")
+        return _STRICT.decode(raw)
     except _Unwritable as exc:
         raise NotFinite(exc.literal, _path_of(raw)) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise NotJson(str(exc)) from None
     except RecursionError:
         raise NotJson("it nests too deeply") from None
+
+
+# One decoder for every body: json.loads with arguments builds a decoder per call.
+_STRICT = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
 
 
 class _Marker:
