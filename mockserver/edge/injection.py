@@ -48,7 +48,7 @@ log = logging.getLogger("mockserver")
 _WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, b"authorization"})
 
 
-Inner = Callable[[Scope, Receive, Send], Awaitable[None]]
+Inner = Callable[[Scope, Receive, Exchange], Awaitable[None]]
 
 
 class Injection:

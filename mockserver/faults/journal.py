@@ -20,6 +20,7 @@ its retries are still recognised.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import itertools
 import json
@@ -83,7 +84,7 @@ class Entry:
     _body: Any  # the parsed JSON body, or its summary (body_truncated); None when there was none
     _digest: str | None  # what identical requests share (None: no body)
     _truncated: bool  # ``body`` is a summary of a body too big or too deep to keep
-    _raw: bytes | None  # the body's bytes, until they are read (then None)
+    _raw: builtins.bytes | None  # the body's bytes, until they are read (then None)
 
     def __init__(
         self,
@@ -105,7 +106,7 @@ class Entry:
         body_bytes: int = 0,
         body_sha256: str | None = None,
         body_truncated: bool = False,
-        raw: bytes | None = None,
+        raw: builtins.bytes | None = None,
     ) -> None:
         self.id, self.time, self.method, self.path = id, time, method, path
         self.session, self.retry_attempt = session, retry_attempt
