@@ -181,14 +181,15 @@ class _Read:
 
 @dataclass(frozen=True, slots=True)
 class _Encoded:
-    """A non-streamed answer's body as encoded, and what it was encoded from: who answered,
+    """An answer as encoded (a body, or a stream's frames), and what it was encoded from: who answered,
     the events made at once (:class:`~mockserver.spine.backend.Played`, by identity: a backend
     hands out the same events for the same request) and the second it was created in."""
 
     by: str
     events: Sequence[Event]
     created: int
-    body: bytes
+    body: bytes  # a whole body's
+    frames: tuple[bytes, ...] = ()  # a stream's, each as the writer frames it (its [DONE] is the writer's)
 
 
 MEMO_BYTES = 16 * 1024  # bodies up to this size are remembered (512 of them at most)
@@ -310,8 +311,13 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
     if gen.stream:
         link = Link()
         assert opened.rest is not None
-        frames = _frames(codec, call, opened.first, opened.rest, keep)
+        rest = opened.rest
         framing = Framing(named=False, done=True, style=call.profile.error_style)
+        frames: AsyncIterator[Frame]
+        if keep is None and isinstance(rest, Played) and rest.ready:
+            frames = _made_frames(codec, call, framing, opened, rest, prepared.read)
+        else:
+            frames = _frames(codec, call, opened.first, rest, keep)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
     assert opened.rest is not None
     rest, read = opened.rest, prepared.read
@@ -379,6 +385,36 @@ async def chained(first: Event | None, rest: AsyncIterator[Event]) -> AsyncItera
         await aclose(rest)
 
 
+class _Framer:
+    """The chunks of a chat or completions stream, event by event: what both the waiting and
+    the ready stream (below) are made of."""
+
+    def __init__(self, codec: Codec, call: Call) -> None:
+        self.codec = codec
+        self.call = call
+        self.result = Result()
+        self.held: list[ChunkFrame] = []  # a choice's closing chunk, while usage may still join it
+
+    def feed(self, event: Event) -> list[ChunkFrame]:
+        call = self.call
+        self.result.apply(event)
+        frames = self.codec.encode_event(call, event, self.result)
+        held = self.held
+        if isinstance(event, Usage) and held and call.usage_on_last_chunk:
+            last = held[-1]
+            held[-1] = {**(last.to_json() if isinstance(last, Chunk) else last), "usage": call.usage(self.result)}
+        self.held = []
+        if isinstance(event, Finished) and call.usage_on_last_chunk:
+            self.held = frames
+            return held
+        return held + frames if held else frames
+
+    def end(self) -> list[ChunkFrame]:
+        """The chunks held back, then the closing ones."""
+        held, self.held = self.held, []
+        return [*held, *self.codec.encode_end(self.call, self.result)]
+
+
 async def _frames(
     codec: Codec,
     call: Call,
@@ -388,37 +424,66 @@ async def _frames(
 ) -> AsyncIterator[Frame]:
     """The chunks of a chat or completions stream, one frame at a time (``first`` is the
     answer's first event, taken off ``events`` already)."""
-    result = Result()
-    held: list[ChunkFrame] = []  # a choice's closing chunk, while usage may still join it
-
-    def framed(event: Event) -> list[ChunkFrame]:
-        nonlocal held
-        result.apply(event)
-        frames = codec.encode_event(call, event, result)
-        if isinstance(event, Usage) and held and call.usage_on_last_chunk:
-            last = held[-1]
-            held[-1] = {**(last.to_json() if isinstance(last, Chunk) else last), "usage": call.usage(result)}
-        out, held = held, []
-        if isinstance(event, Finished) and call.usage_on_last_chunk:
-            held = frames
-            return out
-        return out + frames if out else frames
-
+    framer = _Framer(codec, call)
     try:
         if first is not None:
-            for frame in framed(first):
+            for frame in framer.feed(first):
                 yield frame
         async for event in events:
-            for frame in framed(event):
+            for frame in framer.feed(event):
                 yield frame
-        for frame in held:
+        for frame in framer.held:
             yield frame
+        framer.held = []
         if keep is not None:  # before the closing frames: stored by the time the client reads [DONE]
-            await keep(codec.encode(call, result))
-        for frame in codec.encode_end(call, result):
+            await keep(codec.encode(call, framer.result))
+        for frame in framer.end():
             yield frame
     finally:
         await aclose(events)
+
+
+class _Ready:
+    """A stream's frames made at once (its answer was: :class:`~mockserver.spine.backend.Played`),
+    handed to the writer one by one with no wait between them."""
+
+    __slots__ = ("_at", "_frames")
+
+    def __init__(self, frames: list[ChunkFrame] | list[bytes]) -> None:
+        self._frames = frames
+        self._at = 0
+
+    def __aiter__(self) -> _Ready:
+        return self
+
+    async def __anext__(self) -> Frame:
+        at = self._at
+        if at >= len(self._frames):
+            raise StopAsyncIteration
+        self._at = at + 1
+        return self._frames[at]
+
+
+def _made_frames(
+    codec: Codec, call: Call, framing: Framing, opened: Opened, rest: Played, read: _Read | None
+) -> _Ready:
+    """Every frame of an answer made at once (a scripted one), made now; for a body read
+    before, as bytes remembered like a whole body's (see :func:`deliver_completion`)."""
+    made = rest.made
+    rest.drain()  # counted as taken
+    last = read.answer if read is not None else None
+    if last is not None and last.events is made and last.by == opened.by and last.created == call.created:
+        return _Ready(list(last.frames))
+    framer = _Framer(codec, call)
+    frames: list[ChunkFrame] = []
+    for event in made:
+        frames += framer.feed(event)
+    frames += framer.end()
+    if read is None:
+        return _Ready(frames)
+    encoded = tuple(framing.encode(frame) for frame in frames)
+    read.answer = _Encoded(opened.by, made, call.created, b"", encoded)
+    return _Ready(list(encoded))
 
 
 def stream_faults(plan: tuple[Fault, ...], link: Link) -> StreamFaults | None:

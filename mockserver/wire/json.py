@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from mockserver.errors import InvalidRequest, clip
@@ -138,12 +139,24 @@ def dumps(obj: Any) -> bytes:
     Never ``NaN`` or ``Infinity``, which no JSON parser reads: bodies holding them are refused
     at the wire (:func:`loads`) and nothing generated is non-finite, so a
     ValueError here is a bug, answered as one (a 500), never as invalid JSON."""
-    text = _COMPACT.encode(obj)
+    text = "".join(_ENCODE(obj, 0)) if _ENCODE is not None else _COMPACT.encode(obj)
     try:
         return text.encode()
     except UnicodeEncodeError:
         return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
 
 
-# json.dumps with arguments builds an encoder per call: a stream encodes a chunk per token.
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# json.dumps with arguments builds an encoder per call, and JSONEncoder.encode builds its C
+# encoder per call too: a stream encodes a chunk per token, so the C encoder is made once here,
+# as JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False) makes it, but
+# with no check for cycles (what is encoded is a tree the codecs just built).
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ENCODE = (
+    c_make_encoder(None, _unencodable, encode_basestring, None, ":", ",", False, False, False)
+    if c_make_encoder is not None
+    else None
+)
