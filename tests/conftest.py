@@ -18,14 +18,9 @@ from mockserver.app import create_app
 from mockserver.config import Settings
 from tests.support.live import FROZEN, Live, serve_in_thread
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread() -> None:
-    """Tests that load the model directly run it as the server does: one intra-op thread.
-    (With two, OpenMP's spinning threads slow tiny ops 100-fold on a busy 2-core machine.)"""
-    import torch
-
-    torch.set_num_threads(1)
+# No torch here: serving never imports it, and a session that never touches the model should not
+# pay its ~2 s import. The few tests that run the torch module import it themselves (and set one
+# intra-op thread where it matters: tests/unit/gpt/test_torch_definition.py).
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,11 @@
 (:mod:`tests.support.redis_cluster`: ``redis-server --cluster-enabled yes`` ×3 and ``redis-cli
 --cluster create``, loopback only).
 
-``state_url`` is the parametrized one (ids ``memory``, ``sqlite``, ``redis``, ``redis-cluster``); ``state`` opens a
+``redis-sentinel`` runs against a redis-server watched by a Sentinel (:mod:`tests.support.redis_sentinel`:
+``redis+sentinel://`` finds the primary through it; no failover).
+
+``state_url`` is the parametrized one (ids ``memory``, ``sqlite``, ``redis``, ``redis-cluster``,
+``redis-sentinel``); ``state`` opens a
 fresh, empty state on it, and ``reopen`` opens more on the same URL — what another server
 process sharing the state would hold (for memory that is a state of its own: nothing is shared).
 """
@@ -24,9 +28,10 @@ from mockserver.clock import SystemClock
 from mockserver.state.base import State
 from mockserver.state.open import open_state
 from tests.support.redis_cluster import RedisCluster, available
+from tests.support.redis_sentinel import RedisSentinel
 from tests.support.redis_server import INSTALL, RedisServer, binary
 
-ENGINES = ("memory", "sqlite", "redis", "redis-cluster")
+ENGINES = ("memory", "sqlite", "redis", "redis-cluster", "redis-sentinel")
 
 Reopen = Callable[[], Awaitable[State]]
 
@@ -47,6 +52,14 @@ def redis_cluster() -> Iterator[RedisCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[RedisSentinel]:
+    if binary() is None:
+        pytest.skip(f"no redis-server: run {INSTALL}")
+    with RedisSentinel() as watched:
+        yield watched
+
+
 @pytest.fixture(params=ENGINES)
 def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty state of each engine in turn."""
@@ -59,6 +72,10 @@ def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
         cluster.flush()
         return cluster.url
+    if engine == "redis-sentinel":
+        watched: RedisSentinel = request.getfixturevalue("redis_sentinel")
+        watched.flush()
+        return watched.url
     server: RedisServer = request.getfixturevalue("redis_server")
     server.flush()
     return server.url

@@ -63,7 +63,8 @@ class Client:
     async def call(self, *args: Any) -> Any:
         redis = self._link.client()
         if args[0] == "KEYS" and self._link.cluster:
-            return await redis.execute_command(*args, target_nodes=redis.ALL_NODES)  # every node's, merged
+            cluster = redis.cluster  # redis-py's cluster client, under the engine's per-node pipes
+            return await cluster.execute_command(*args, target_nodes=cluster.ALL_NODES)  # every node's, merged
         return await redis.execute_command(*args)
 
     async def port_of(self, key: str) -> int:

@@ -4,9 +4,10 @@ as :class:`~mockserver.state.base.StateUnavailable`.
 Three deployments, one engine (:func:`target` reads the URL):
 
 * ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` (``rediss://`` for TLS; redis-py's query options,
-  e.g. ``?ssl_cert_reqs=none`` or ``?ssl_ca_certs=PATH``): one Redis, :class:`redis.asyncio.Redis`;
+  e.g. ``?ssl_cert_reqs=none`` or ``?ssl_ca_certs=PATH``): one Redis;
 * ``redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]`` (``rediss+cluster://``): a Redis
-  Cluster, :class:`redis.asyncio.cluster.RedisCluster`, found from any of the nodes named. Every
+  Cluster, found from any of the nodes named (redis-py's :class:`~redis.asyncio.cluster.RedisCluster`
+  keeps the map of its slots). Every
   key the engine writes carries a hash tag (``{state}``, ``{records}``), so each script and
   multi-key command stays in one slot;
 * ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/SERVICE[/DB]`` (``rediss+sentinel://``):
@@ -14,18 +15,19 @@ Three deployments, one engine (:func:`target` reads the URL):
 
 A redis-py client's connections belong to the event loop that opened them (a server runs its
 loop in a thread, pytest-asyncio gives each test its own): :class:`Link` keeps one client per
-loop. For one Redis that client is :class:`Connections`, redis-py's own connections (login, TLS,
-RESP and hiredis are redis-py's) taken and given back by a list: ``redis.asyncio.Redis`` costs
-about three times the CPU per command for what the engine does not use (retries, per-command
-tasks for the write timeout, telemetry hooks), and a scripted answer makes two or three of
-them — the budget is 0.3 ms of server CPU per answer for all of Redis. Failures are of two kinds, kept apart on purpose:
+loop. For one Redis and for a cluster, that client is :mod:`~mockserver.state.redis.pipe`'s: the
+commands one turn of the loop asks go out in one write on redis-py's connections (per node of a
+cluster), where redis-py's own client would send each alone — the budget is 0.3 ms of server CPU per
+scripted answer for all of Redis, and the writes were most of it; Sentinel's primary is found
+by redis-py's Sentinel-managed connections. Failures are of two kinds, kept apart on purpose:
 
 * the connection — cannot connect, lost, no reply within :data:`TIMEOUT`, a password refused, a
   cluster without its slots: :class:`StateUnavailable` (a 503 the client may retry), naming the URL
   with its password hidden. For a moment after one (a back-off doubling from 50 ms to
   :data:`BACKOFF_MAX`) every command fails at once, so a dead Redis is not hammered by a busy
   fleet, and one that comes back is used again within half a second. Nothing is retried by
-  redis-py: a count or a script sent twice would count twice;
+  redis-py: a count or a script sent twice would count twice (a cluster's redirect, which says
+  the command did not run, is followed once);
 * an error reply (``WRONGTYPE …``): redis-py's ``ResponseError``, a programming error.
 """
 
@@ -54,6 +56,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mockserver.state.base import StateUnavailable
+from mockserver.state.redis.pipe import ClusterConnections, Connections
 from mockserver.state.urls import hidden
 
 __all__ = ["BACKOFF_MAX", "TIMEOUT", "Link", "ReplyError", "Script", "Target", "guarded", "target"]
@@ -81,6 +84,7 @@ class Target:
     nodes: tuple[tuple[str, int], ...] = ()
     options: dict[str, Any] = field(default_factory=dict)  # username, password, db, ssl…
     service: str = ""  # Sentinel's name of the primary
+    node: str = ""  # for ``cluster``: a node's own URL, ``{node}`` standing for its HOST:PORT
 
 
 def target(url: str) -> Target:
@@ -118,68 +122,17 @@ def target(url: str) -> Target:
         options.pop(key, None)
     if base == "rediss":
         options["ssl"] = True
+    node = ""
     if mode == "cluster":
         options.pop("db", None)
-    return Target(mode, url, tuple(nodes), options, service)  # type: ignore[arg-type]
+        node = f"{base}://{login + '@' if login else ''}{{node}}/0" + (f"?{parts.query}" if parts.query else "")
+    return Target(mode, url, tuple(nodes), options, service, node)  # type: ignore[arg-type]
 
 
 def parse_url(url: str) -> dict[str, Any]:
     """redis-py's reading of a ``redis://`` URL: its connection options."""
     options: dict[str, Any] = _parse_url(url)  # type: ignore[no-untyped-call]
     return options
-
-
-class Connections:
-    """Commands to one Redis on redis-py's connections, from one event loop: an idle connection
-    is taken (or a new one made), the command written and its reply read within ``timeout``,
-    and the connection given back — or dropped, when anything but an error reply went wrong
-    (lost, late, cancelled: its state is unknown). Replies are redis-py's raw ones."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        self._factory = redis.asyncio.ConnectionPool.from_url(
-            url, socket_timeout=None, socket_connect_timeout=timeout, retry=_retry(True)
-        )
-        self._idle: list[Any] = []
-        self._timeout = timeout
-
-    async def execute_command(self, *args: Any) -> Any:
-        replies = await self.execute_many((args,))
-        return replies[0]
-
-    async def execute_many(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """Every command in one write, their replies in order; the first error reply is raised
-        once all have come (every command ran: it is not a transaction)."""
-        connection = self._idle.pop() if self._idle else self._factory.make_connection()  # type: ignore[no-untyped-call]
-        replies: list[Any] = []
-        error: ResponseError | None = None
-        try:
-            async with asyncio.timeout(self._timeout):
-                if connection.is_connected and await connection.can_read():
-                    await connection.disconnect(nowait=True)  # closed by the server (a restart): not reusable
-                if not connection.is_connected:
-                    await connection.connect()
-                packed = (
-                    connection.pack_commands(commands) if len(commands) > 1 else connection.pack_command(*commands[0])
-                )
-                await connection.send_packed_command(packed, check_health=False)
-                for _ in commands:
-                    try:
-                        replies.append(await connection.read_response())
-                    except ResponseError as exc:
-                        error = error or exc
-                        replies.append(exc)
-        except BaseException:
-            await connection.disconnect(nowait=True)
-            raise
-        self._idle.append(connection)
-        if error is not None:
-            raise error
-        return replies
-
-    async def aclose(self) -> None:
-        idle, self._idle = self._idle, []
-        for connection in idle:
-            await connection.disconnect(nowait=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +173,7 @@ class Link:
 
     def client(self) -> Any:
         """This event loop's client (made on first use; it connects on its first command):
-        :class:`Connections` for one Redis, else redis-py's cluster or Sentinel client."""
+        :mod:`~mockserver.state.redis.pipe`'s connections for each kind."""
         loop = asyncio.get_running_loop()
         made = self._clients.get(loop)
         if made is None:
@@ -242,14 +195,15 @@ class Link:
         }
         if t.kind == "single":
             if asyncio:
-                return Connections(t.url, self.timeout)  # connects on its first command
+                return Connections(self._factory(t.url), self.timeout)  # connects on its first command
             return redis.Redis.from_url(t.url, retry=_retry(False), **common)
         if t.kind == "cluster":
             if asyncio:
                 nodes = [redis.asyncio.cluster.ClusterNode(h, p) for h, p in t.nodes]
-                return redis.asyncio.cluster.RedisCluster(
+                cluster = redis.asyncio.cluster.RedisCluster(
                     startup_nodes=nodes, retry=_retry(True), **common, **t.options
                 )
+                return ClusterConnections(cluster, self._node_factory, self.timeout)
             blocking = [redis.cluster.ClusterNode(h, p) for h, p in t.nodes]  # type: ignore[no-untyped-call]
             return redis.cluster.RedisCluster(startup_nodes=blocking, retry=_retry(False), **common, **t.options)
         sentinels: Any = redis.asyncio.sentinel.Sentinel if asyncio else redis.sentinel.Sentinel  # untyped
@@ -257,14 +211,31 @@ class Link:
         common.pop("max_connections")
         options = {**t.options, "max_connections": CONNECTIONS}
         watcher = sentinels(list(t.nodes), sentinel_kwargs=watch, **common)
-        return watcher.master_for(t.service, retry=_retry(asyncio), **options)
+        if not asyncio:
+            return watcher.master_for(t.service, retry=_retry(False), **options)
+        # The pipe on redis-py's Sentinel-managed connections: each asks the Sentinels where the
+        # primary is as it connects, and one that meets a demoted primary (READONLY) is dropped.
+        primary = watcher.master_for(t.service, retry=_retry(True), **{**options, "socket_timeout": None})
+        return Connections(primary.connection_pool, self.timeout, closing=watcher.sentinels)
+
+    def _factory(self, url: str) -> redis.asyncio.ConnectionPool:
+        """What makes :mod:`~mockserver.state.redis.pipe`'s connections to ``url``: no socket
+        timeout (the pipe times its replies), no retries."""
+        return redis.asyncio.ConnectionPool.from_url(
+            url, socket_timeout=None, socket_connect_timeout=self.timeout, retry=_retry(True)
+        )
+
+    def _node_factory(self, host: str, port: int) -> redis.asyncio.ConnectionPool:
+        return self._factory(
+            self.target.node.replace("{node}", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        )
 
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Several commands in one round trip (not a transaction), their replies in order."""
         if not commands:
             return []
         made = self.client()
-        if isinstance(made, Connections):
+        if isinstance(made, Connections | ClusterConnections):
             return await made.execute_many(commands)
         pipe = made.pipeline(transaction=False)
         for command in commands:
