@@ -4,8 +4,8 @@
 # it from PyTorch's CPU index where the machine's own index would bring the CUDA build), then the
 # package with every extra. `make test` also builds the
 # folders some tests run in (.venv-docs: LangChain, LiteLLM and the agent frameworks;
-# .venv-instructor; .venv-light: no torch; .node-docs: the openai npm package) before pytest
-# runs; collecting the tests installs nothing.
+# .venv-instructor; .venv-prompted: AutoGen, LlamaIndex, CrewAI; .venv-light: no torch;
+# .node-docs: the openai npm package) before pytest runs; collecting the tests installs nothing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -78,4 +78,4 @@ train: $(TEST_STAMP)
 	$(BIN)/python -m training.train
 
 clean:
-	rm -rf $(VENV) .venv-docs .venv-instructor .venv-light .node-docs .redis-bin .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-docs .venv-instructor .venv-prompted .venv-light .node-docs .redis-bin .pytest_cache .mypy_cache .ruff_cache

@@ -11,17 +11,25 @@ Three things outrank sampling:
 
    * a **field-marker prompt** (DSPy's ``[[ ## field ## ]]``): those fields, in that format
      (:mod:`mockserver.answers.fields`);
+   * a **ReAct text prompt** (``Action:`` / ``Action Input:``, tools listed in the prompt): one
+     Action, or after an observation the final answer under the prompt's label
+     (:mod:`mockserver.answers.react`);
    * ``response_format`` with a schema: **structured output**;
    * a JSON Schema **written in the prompt** when JSON is asked for (:mod:`mockserver.answers.prompt_schema`),
      fenced when a code block is;
    * ``response_format: json_object``: a generic object;
-   * after tool results, when the policy answers in text: a sentence **quoting the results**.
+   * after tool results, when the policy answers in text: a sentence **quoting the results**;
+   * a system prompt that asks for a **stop word** when the task is done (AutoGen's
+     ``TERMINATE``, :mod:`mockserver.answers.stop_word`): the text answer that completes the task
+     — the quote after results, or at once a short one when no tool is called — ends with it.
 
 Whatever is decided becomes an :class:`~mockserver.spine.request.Answer` per choice, which the
 backend scores token by token instead of sampling (see :mod:`mockserver.backends.recital`),
 so logprobs, usage and streaming stay the model's own. Missing tool arguments are generated
 from the tool's JSON Schema, valid against it, with Faker seeded by (request seed, choice,
-call): the same request gets the same arguments on every run. After tool results, JSON
+call): the same request gets the same arguments on every run. Those arguments (and structured
+JSON) first take the values the user's question names (:mod:`mockserver.answers.question`) and
+the valid values the prompt lists (:mod:`mockserver.answers.choices`); after tool results, JSON
 answers and loop-ending calls take the values the conversation named
 (:mod:`mockserver.answers.recall`).
 """
@@ -33,11 +41,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from mockserver.answers.choices import chosen
+from mockserver.answers.question import filled
+from mockserver.answers.react import ReactPrompt
 from mockserver.answers.recall import quote, recalled
-from mockserver.answers.tool_policy import Plan, plan
-from mockserver.answers.transcript import Transcript, canonical_arguments
+from mockserver.answers.stop_word import ended, stop_word
+from mockserver.answers.tool_policy import Plan, plan, ranked
+from mockserver.answers.transcript import Transcript, canonical_arguments, read
 from mockserver.errors import InvalidRequest
-from mockserver.spine.request import Answer, ForcedCall, GenerationRequest, Prompt, Tool
+from mockserver.spine.request import Answer, ChatMessage, ForcedCall, GenerationRequest, Prompt, Tool
 from mockserver.spine.seeding import digest
 
 __all__ = ["call_id", "decide", "scripted", "scripted_answers"]
@@ -80,9 +92,11 @@ def _structured(
     from mockserver.fakejson.generate import fake_json, fake_value
 
     try:
-        if schema is None or not (prompted or transcript.results):
+        if schema is None:
             return Answer(text=fake_json(schema, _seed(request, "json", choice)))
-        value = recalled(schema, fake_value(schema, _seed(request, "json", choice)), transcript)
+        value = filled(schema, fake_value(schema, _seed(request, "json", choice)), transcript.question)
+        if prompted or transcript.results:
+            value = recalled(schema, value, transcript)
         return Answer(text=json.dumps(value, ensure_ascii=False, separators=(",", ":")))
     except ValueError as exc:
         raise InvalidRequest(f"Cannot produce JSON for the response format: {exc}", param="response_format") from None
@@ -155,17 +169,23 @@ def _answer(request: GenerationRequest, prompt: Prompt, policy: Plan, index: int
     """One choice's decided answer, in the order the module docstring gives (None: sampled)."""
     from mockserver.answers.fields import answer_fields, field_prompt, render
     from mockserver.answers.prompt_schema import prompt_schema
+    from mockserver.answers.react import react_prompt
     from mockserver.fakejson.generate import is_valid
 
     transcript = policy.transcript
+    messages = prompt.messages or ()
+    system = "\n".join(m.content for m in messages if m.role in ("system", "developer"))
     if policy.tools:
         return Answer(
             tool_calls=tuple(
-                ForcedCall(tool.name, _policy_arguments(request, tool, policy, index, k), call_id(request, index, k))
+                ForcedCall(
+                    tool.name,
+                    _policy_arguments(request, tool, policy, index, k, system),
+                    call_id(request, index, k),
+                )
                 for k, tool in enumerate(policy.tools)
             )
         )
-    messages = prompt.messages or ()
     fmt = request.response_format
     fields = field_prompt(messages)
     if fields is not None:
@@ -173,6 +193,9 @@ def _answer(request: GenerationRequest, prompt: Prompt, policy: Plan, index: int
         values = answer_fields(fields, messages, _seed(request, "fields", index))
         if fmt is None or fmt.schema is None or is_valid(fmt.schema, values):
             return Answer(text=render(fields, values))
+    react = react_prompt(messages) if fmt is None else None
+    if react is not None:
+        return Answer(text=_react(request, react, messages, index, system))
     if fmt is not None and fmt.schema is not None:
         return _structured(request, fmt.schema, index, transcript)
     found = prompt_schema(messages, json_object=fmt is not None)
@@ -185,14 +208,45 @@ def _answer(request: GenerationRequest, prompt: Prompt, policy: Plan, index: int
             return Answer(text=f"```json\n{text}\n```" if found.fenced else text)
     if fmt is not None:
         return _structured(request, None, index, transcript)
+    word = stop_word(messages)
     if policy.quote:
-        return Answer(text=quote(transcript.last_results or transcript.results))
+        text = quote(transcript.last_results or transcript.results)
+        return Answer(text=text if word is None else ended(text, word))
+    if word is not None and not transcript.calls:  # nothing to wait for: the task is done at once
+        return Answer(text=ended(_done(transcript), word))
     return None
 
 
-def _policy_arguments(request: GenerationRequest, tool: Tool, policy: Plan, choice: int, call: int) -> str:
-    """A policy call's arguments: from the tool's schema (the loop-ending call's with the
-    conversation's values), drawn again while they would repeat a call already answered."""
+def _done(transcript: Transcript) -> str:
+    """The short answer of a task that needs no tool (the reference model's words mean nothing)."""
+    return "The task is complete." if transcript.question else "Done."
+
+
+def _react(
+    request: GenerationRequest, react: ReactPrompt, messages: tuple[ChatMessage, ...], index: int, system: str
+) -> str:
+    """A ReAct prompt's answer: the final answer after an observation, else one Action."""
+    from mockserver.answers.question import first_named
+    from mockserver.answers.react import call_text, final_text, observations, question
+
+    observed = observations(messages)
+    if observed:
+        return final_text(react, quote(observed[-1:]))
+    transcript = read(messages)
+    transcript = replace(transcript, question=question(messages, transcript.question))
+    tool = (ranked(react.tools, transcript.question) or list(react.tools))[0]
+    if not tool.parameters:  # a tool that takes one string (LangChain's classic ReAct)
+        return call_text(tool, first_named(transcript.question) or transcript.question)
+    arguments = _policy_arguments(request, tool, Plan(transcript=transcript), index, 0, system)
+    return call_text(tool, arguments)
+
+
+def _policy_arguments(
+    request: GenerationRequest, tool: Tool, policy: Plan, choice: int, call: int, system: str = ""
+) -> str:
+    """A policy call's arguments: from the tool's schema, with the valid values the prompt lists
+    and the values the question names (the loop-ending call's with the conversation's values),
+    drawn again — without the question's values — while they would repeat a call already answered."""
     from mockserver.fakejson.generate import fake_value
 
     schema = tool.parameters or {"type": "object"}
@@ -203,6 +257,9 @@ def _policy_arguments(request: GenerationRequest, tool: Tool, policy: Plan, choi
             value = fake_value(schema, _seed(request, *parts))
         except ValueError as exc:
             raise InvalidRequest(f"Cannot produce arguments for function '{tool.name}': {exc}", param="tools") from None
+        value = chosen(schema, value, (tool.description, system), _seed(request, "choose", *parts))
+        if attempt == 0:
+            value = filled(schema, value, policy.transcript.question)
         if policy.final:
             value = recalled(schema, value, policy.transcript)
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

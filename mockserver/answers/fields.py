@@ -15,7 +15,8 @@ Each field gets a value of its declared type:
   whose name or description shares most words with the user's message (the first one offered
   when none does);
 * the ``dict`` field after a tool name (``next_tool_args``): arguments valid against the
-  tool's ``It takes arguments {…}`` as ReAct lists it (``{}`` for ``finish``).
+  tool's ``It takes arguments {…}`` as ReAct lists it, with the values the question names
+  (:mod:`mockserver.answers.question`; ``{}`` for ``finish``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mockserver.answers.question import filled
 from mockserver.answers.tool_policy import words
 from mockserver.fakejson.generate import fake_value
 from mockserver.spine.request import ChatMessage
@@ -134,7 +136,8 @@ def answer_fields(prompt: FieldPrompt, messages: Sequence[ChatMessage], seed: in
         elif kind.startswith(("dict", "Dict")) and tool is not None:
             properties = tools.get(tool, ("", {}))[1]
             args = {"type": "object", "properties": properties, "required": list(properties)}
-            values[name] = fake_value(args, seed + k) if tool != "finish" else {}
+            # The question's values first ("weather in Oslo" → {"city": "Oslo"}), else seeded ones.
+            values[name] = filled(args, fake_value(args, seed + k), question) if tool != "finish" else {}
         elif kind == "str" and "thought" in name and tool is not None:
             values[name] = f"I should call {tool} to find out." if tool != "finish" else "I have what I need."
         elif kind == "str" and name.lower() in _ANSWERS and observations:

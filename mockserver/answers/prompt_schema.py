@@ -12,6 +12,8 @@ schema when
 * one of those messages holds a JSON Schema: a JSON object with ``properties`` (or ``$defs``),
   written anywhere in the text — bare, after "schema:", inside a code fence. The last one
   written wins; an object that wraps one under ``schema`` (as ``json_schema`` formats do) counts.
+  A schema labelled as a tool's arguments (``Tool Args: {…}``, ``Tool Arguments:``, ``It takes
+  arguments {…}``: ReAct prompts) is the tool's, never the answer's.
 
 It is fenced (```` ```json … ``` ````) when a message asks for a code block and does not say
 not to. Without a schema nothing here applies: ``json_object`` keeps its generic object.
@@ -33,6 +35,8 @@ _READ_BY_MODEL = frozenset({"system", "developer", "user"})
 _ASKS_JSON = re.compile(r"\bjson\b", re.IGNORECASE)
 # "within a ```json codeblock", "in a JSON code block": a fence shown around the schema is not a request.
 _ASKS_BLOCK = re.compile(r"\b(?:in|within|inside|using|use)\s+(?:an?\s+)?```\s*json|\bcode\s*block", re.IGNORECASE)
+# The label before a tool's argument schema, at the end of the text before the object.
+_TOOL_ARGS = re.compile(r"\b(?:args|arguments|parameters|input\s+schema)\s*:?\s*$", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(?:not|no|never|without|don't|do not)\b[^.\n]{0,30}$", re.IGNORECASE)
 
 
@@ -54,7 +58,8 @@ def _objects(text: str) -> Iterator[dict[str, Any]]:
         except ValueError:
             at = text.find("{", at + 1)
             continue
-        if isinstance(value, dict):
+        line = text[text.rfind("\n", 0, at) + 1 : at]
+        if isinstance(value, dict) and _TOOL_ARGS.search(line) is None:
             yield value
         at = text.find("{", end)
 

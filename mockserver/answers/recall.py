@@ -4,8 +4,11 @@ and object fields filled with values the user or a tool result gave.
 * :func:`quote` — the decided text after tool results: ``Here is what I found: get_weather
   returned {"temp": 21}.`` (each result on one line, cut at 300 characters).
 * :func:`recalled` — an object (valid against ``schema``) whose properties take the values the
-  conversation named: a key of a JSON object in a tool result (latest first), else ``name: value``,
-  ``name = value`` or ``name is value`` in a result or the user's question. Property and key
+  conversation named: a key of a JSON value in a tool result (latest first) — the whole result,
+  or each JSON object or array written inside its text (``<message>{"conditions": "sunny"}</message>``),
+  parsed, so values keep their types and no markup leaks into one — else ``name: value``,
+  ``name = value`` or ``name is value`` in a result (outside its JSON and its markup tags) or the
+  user's question. Property and key
   names match case- and separator-blind (``unit`` ~ ``Unit``, ``temp_c`` ~ ``tempC``). A value
   is converted to the property's type (``"21"`` for an integer becomes 21) and kept only when
   the whole object stays valid. A text property named like an answer (``answer``, ``result``,
@@ -57,14 +60,46 @@ def _pairs(value: Any) -> Iterator[tuple[str, Any]]:
             yield from _pairs(v)
 
 
+_TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
+
+
+def _embedded(text: str) -> tuple[list[Any], str]:
+    """The JSON values in ``text`` (the whole of it, else each object or array written inside it),
+    and the text left around them with markup tags taken out (for ``name: value`` reading)."""
+    with contextlib.suppress(ValueError):
+        return [json.loads(text)], ""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    rest: list[str] = []
+    at = done = 0
+    while True:
+        starts = [i for i in (text.find("{", at), text.find("[", at)) if i != -1]
+        if not starts:
+            break
+        at = min(starts)
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:
+            at += 1
+            continue
+        if isinstance(value, (dict, list)):
+            values.append(value)
+            rest.append(text[done:at])
+            done = end
+        at = end
+    rest.append(text[done:])
+    return values, _TAG.sub(" ", " ".join(rest))
+
+
 def _said(name: str, transcript: Transcript) -> list[Any]:
     """What the conversation gave for ``name``, best first."""
     key = _key(name)
     found: list[Any] = []
     texts = [r.text for r in reversed(transcript.results)] + [transcript.question]
-    for text in texts[:-1]:
-        with contextlib.suppress(ValueError):  # a result that is not JSON names nothing by key
-            found += [v for k, v in _pairs(json.loads(text)) if k == key]
+    for k, text in enumerate(texts[:-1]):
+        values, texts[k] = _embedded(text)
+        for value in values:
+            found += [v for k2, v in _pairs(value) if k2 == key]
     spelled = r"[\s_-]*".join(
         re.escape(w) for w in re.findall(r"[a-z]+|\d+", re.sub(r"([a-z])([A-Z])", r"\1 \2", name).lower())
     )

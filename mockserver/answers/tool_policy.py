@@ -20,12 +20,17 @@ name (``Report``: LangChain's ``ToolStrategy``, instructor).
   first tool that does not end the loop.
 * a data tool and a loop-ending tool are never called together: the data tools go first,
   the loop-ending tool alone only when the question points at nothing else.
+* one delegation per turn: of the tools that hand work to another agent (``transfer_to_…``,
+  ``handoff``, CrewAI's delegation tools), only the first pointed at is called.
 
 **After tool results** (the last message is a ``tool`` result or an observation):
 
-* a **handed-off agent** (the last result is a handoff: a ``transfer_to_…`` call, or
-  ``{"assistant": "<agent>"}``) calls the tool of its own that the question points at and this
+* a **handed-off agent** (the last result is a handoff: a ``transfer_to_…`` or ``handoff`` call,
+  or ``{"assistant": "<agent>"}``) calls the tool of its own that the question points at and this
   episode has not called, once, whatever the ``tool_choice``;
+* ``"auto"``: a loop-ending tool the framework waits for, not yet called in this episode — its
+  name says so (``final_answer``, ``submit_…``, ``exit``…) or the system prompt names it
+  (Haystack's ``exit_conditions``) — with the conversation's values; else
 * ``"auto"`` (and ``"none"``): text quoting the last results
   (:func:`mockserver.answers.recall.quote`), ``finish_reason: "stop"`` — unless
   ``response_format`` asks for JSON;
@@ -52,7 +57,7 @@ from dataclasses import dataclass, field
 from mockserver.answers.transcript import PastResult, Transcript, read
 from mockserver.spine.request import GenerationRequest, Prompt, Tool
 
-__all__ = ["Plan", "chosen_tools", "ends_loop", "plan", "words"]
+__all__ = ["Plan", "chosen_tools", "delegates", "ends_loop", "plan", "ranked", "words"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -109,7 +114,7 @@ def _tool_words(tool: Tool) -> frozenset[str]:
     return words(tool.name.replace("_", " ").replace("-", " ")) | words(tool.description)
 
 
-def _ranked(tools: Sequence[Tool], text: str) -> list[Tool]:
+def ranked(tools: Sequence[Tool], text: str) -> list[Tool]:
     """Tools sharing at least one word with ``text``, most shared first (stable)."""
     said = words(text)
     scored = [(len(said & _tool_words(tool)), i, tool) for i, tool in enumerate(tools)]
@@ -130,10 +135,26 @@ def ends_loop(tool: Tool) -> bool:
     return name.lower() in _ENDING_NAMES or bool(words(name.replace("_", " ").replace("-", " ")) & _ENDING_WORDS)
 
 
+_DELEGATING = frozenset({"delegate", "delegation", "coworker", "handoff", "transfer"})
+
+
+def delegates(tool: Tool) -> bool:
+    """Does ``tool`` hand the work to another agent? (``transfer_to_…``, ``handoff``, CrewAI's
+    ``Delegate work to coworker`` and ``Ask question to coworker``.)"""
+    return bool(words(tool.name.replace("_", " ").replace("-", " ")) & _DELEGATING) or tool.name.lower() == "handoff"
+
+
+def _one_delegation(tools: list[Tool]) -> list[Tool]:
+    """``tools`` with only the first that delegates: one agent is handed the work per turn."""
+    first = next((tool for tool in tools if delegates(tool)), None)
+    return [tool for tool in tools if not delegates(tool) or tool is first]
+
+
 def _handoff(result: PastResult) -> bool:
-    """A result that hands the conversation to another agent: the OpenAI Agents SDK's
-    ``transfer_to_…`` tools, which answer ``{"assistant": "<agent name>"}``."""
-    if result.call is not None and result.call.name.startswith("transfer_to_"):
+    """A result that hands the conversation to another agent: the OpenAI Agents SDK's (and
+    AutoGen Swarm's) ``transfer_to_…`` tools, which answer ``{"assistant": "<agent name>"}``,
+    and LlamaIndex's ``handoff``."""
+    if result.call is not None and (result.call.name.startswith("transfer_to_") or result.call.name == "handoff"):
         return True
     try:
         value = json.loads(result.text)
@@ -160,36 +181,54 @@ def _limit(request: GenerationRequest) -> int | None:
 def _opening(request: GenerationRequest, text: str, transcript: Transcript) -> Plan:
     """Calls for the user's question: the data tools it points at — never with a loop-ending
     tool, which comes alone (it would be answered before the data exists)."""
-    ranked = _ranked(request.tools, text)
-    data = [tool for tool in ranked if not ends_loop(tool)]
+    pointed = ranked(request.tools, text)
+    data = _one_delegation([tool for tool in pointed if not ends_loop(tool)])
     if data:
         return Plan(tools=tuple(data[: _limit(request)]), transcript=transcript)
-    if ranked:
-        return Plan(tools=(ranked[0],), final=True, transcript=transcript)
+    if pointed:
+        return Plan(tools=(pointed[0],), final=True, transcript=transcript)
     if request.tool_choice != "required":
         return Plan(transcript=transcript)
     first = next((tool for tool in request.tools if not ends_loop(tool)), request.tools[0])
     return Plan(tools=(first,), final=ends_loop(first), transcript=transcript)
 
 
-def _answering(request: GenerationRequest, transcript: Transcript) -> Plan:
-    """After tool results: a handed-off agent's fitting tool once, else text (``auto``), else
-    (``required``) one call that can end the loop — a tool this episode has not called."""
+_EXIT_WORDS = frozenset({"final", "finish", "finished", "submit", "exit", "done", "complete", "completed"})
+
+
+def _waited_for(tool: Tool, system: str) -> bool:
+    """Is ``tool`` a loop-ending tool the framework waits for even under ``auto``? Its name says
+    so (``final_answer``, ``submit_report``, ``exit``…), or it ends loops and the system prompt
+    names it (Haystack's ``exit_conditions`` are tool names its prompt tells the model to call)."""
+    named = words(tool.name.replace("_", " ").replace("-", " "))
+    if named & _EXIT_WORDS or tool.name.lower() in ("exit", "done", "finish"):
+        return True
+    return ends_loop(tool) and re.search(rf"(?<![\w-]){re.escape(tool.name)}(?![\w-])", system) is not None
+
+
+def _answering(request: GenerationRequest, transcript: Transcript, system: str) -> Plan:
+    """After tool results: a handed-off agent's fitting tool once, else (``auto``) the loop-ending
+    tool the framework waits for, else text, else (``required``) one call that can end the
+    loop — a tool this episode has not called."""
     tools = request.tools
     uncalled = [tool for tool in tools if tool.name not in transcript.called]
     if any(_handoff(result) for result in transcript.last_results):
-        agents = [t for t in uncalled if not ends_loop(t) and not t.name.startswith("transfer_to_")]
-        fitting = _ranked(agents, transcript.question)
+        agents = [t for t in uncalled if not ends_loop(t) and not delegates(t)]
+        fitting = ranked(agents, transcript.question)
         if fitting:
             return Plan(tools=tuple(fitting[: _limit(request)]), transcript=transcript)
+    if request.tool_choice == "auto":
+        waited = [tool for tool in uncalled if _waited_for(tool, system)]
+        if waited:
+            return Plan(tools=(waited[0],), final=True, transcript=transcript)
     if request.tool_choice != "required":
         return Plan(quote=True, transcript=transcript)
     pick = (
         [tool for tool in uncalled if ends_loop(tool)][:1]
-        or _ranked(uncalled, transcript.question)[:1]
+        or ranked(uncalled, transcript.question)[:1]
         or uncalled[-1:]  # frameworks offer their output tool last
         or [tool for tool in tools if ends_loop(tool)][:1]
-        or _ranked(tools, transcript.question)[:1]
+        or ranked(tools, transcript.question)[:1]
         or [tools[0]]
     )
     return Plan(tools=(pick[0],), final=True, transcript=transcript)
@@ -206,7 +245,8 @@ def plan(request: GenerationRequest, prompt: Prompt) -> Plan:
         final = transcript.after_results or any(ends_loop(t) for t in named)
         return Plan(tools=named, final=final, transcript=transcript)
     if transcript.after_results:
-        return _answering(request, transcript)
+        system = "\n".join(m.content for m in prompt.messages or () if m.role in ("system", "developer"))
+        return _answering(request, transcript, system)
     if prompt.messages is None:  # completions: the prompt is the user's words
         return _opening(request, prompt.text or "", transcript)
     last = prompt.messages[-1] if prompt.messages else None

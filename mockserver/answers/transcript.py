@@ -11,7 +11,11 @@ made and answered, whatever the client's conventions:
   (:func:`mockserver.routes.responses.codec._turn`), answered in order;
 * **calls written as text** (smolagents): an assistant message with ``Calling tools:`` and a
   Python list of ``{'id', 'type', 'function': {'name', 'arguments'}}``, answered by a *user*
-  message starting ``Observation:`` (or ``Call id: …`` then ``Observation:``).
+  message starting ``Observation:`` (or ``Call id: …`` then ``Observation:``);
+* **ReAct text** (LlamaIndex's ReActAgent, CrewAI without native function calling): an
+  assistant message's ``Action: name`` / ``Action Input: {…}``, answered by a user message
+  starting ``Observation:`` (LlamaIndex) or by the ``Observation:`` the framework appends to that
+  same assistant message (CrewAI).
 
 An **episode** starts at the user's last own message (an observation is not one): the
 calls and results after it are the current agent loop's.
@@ -27,11 +31,17 @@ from dataclasses import dataclass
 
 from mockserver.spine.request import ChatMessage, ForcedCall
 
-__all__ = ["PastResult", "Transcript", "canonical_arguments", "read"]
+__all__ = ["PastResult", "Transcript", "canonical_arguments", "react_step", "read"]
 
 _OBSERVATION = re.compile(r"^\s*(?:Call id:\s*\S+\s*)?Observation:\s*", re.IGNORECASE)
 _CALLING = re.compile(r"Calling tools:\s*")
 _RESPONSES_CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\((.*)\)$", re.DOTALL)
+# "Action: get_weather\nAction Input: {...}" and, in the same message, what the tool said (CrewAI).
+_REACT_CALL = re.compile(
+    r"^\s*Action\s*:\s*(?P<name>[^\n]+?)\s*\n\s*Action\s*Input\s*:\s*(?P<args>.*?)\s*"
+    r"(?:\n\s*Observation\s*:\s*(?P<observed>.*))?\Z",
+    re.DOTALL | re.MULTILINE,
+)
 
 
 def canonical_arguments(arguments: str) -> str:
@@ -67,8 +77,27 @@ class Transcript:
         return frozenset(call.name for call in self.calls)
 
 
+def react_step(text: str) -> tuple[ForcedCall, str | None] | None:
+    """A ReAct step written by the assistant: its call, and the observation appended to it
+    (None when the framework sends the observation as a message of its own)."""
+    at = text.rfind("Action")
+    while at != -1:
+        found = _REACT_CALL.match(text, at)
+        if found is not None:
+            arguments = found.group("args").strip()
+            call = ForcedCall(found.group("name").strip().strip("`*'\""), arguments)
+            observed = found.group("observed")
+            return call, observed.strip() if observed is not None else None
+        at = text.rfind("Action", 0, at)
+    return None
+
+
 def _text_calls(text: str) -> tuple[ForcedCall, ...]:
-    """Calls written as text: smolagents' ``Calling tools: [...]`` or a Responses ``name(args)`` turn."""
+    """Calls written as text: smolagents' ``Calling tools: [...]``, a ReAct ``Action:`` or a
+    Responses ``name(args)`` turn."""
+    step = react_step(text) if "Action" in text else None
+    if step is not None:
+        return (step[0],)
     found = _CALLING.search(text)
     if found is not None:
         rest = text[found.end() :].strip()
@@ -142,4 +171,13 @@ def read(messages: Sequence[ChatMessage]) -> Transcript:
             calls.extend(made)
             waiting.extend(made)
             last = []
+            step = react_step(message.content) if not message.calls and "Observation" in message.content else None
+            if step is not None and step[1] is not None:  # CrewAI: the observation rides on the call's message
+                call = step[0]
+                waiting.remove(made[0])
+                answered.add((call.name, canonical_arguments(call.arguments or "")))
+                result = PastResult(step[1], made[0])
+                results.append(result)
+                last.append(result)
+                after = True
     return Transcript(question, tuple(calls), tuple(results), tuple(last), frozenset(answered), after)

@@ -6,6 +6,8 @@
   own way, so they cannot share ``.venv``.
 * ``.venv-instructor/``: instructor, which caps ``jiter`` below 0.15 (so an older ``openai``)
   and ``rich`` below 15 (smolagents takes 15): it cannot live beside the others.
+* ``.venv-prompted/``: AutoGen AgentChat, LlamaIndex and CrewAI, whose prompts carry the
+  protocol (a stop word, ReAct text); CrewAI's pins (and its size) keep it apart from the others.
 * ``.venv-light/``: mockserver as ``pip install 'mockserver[pytest]'`` installs it, without
   torch: the proof that scripted answers, cassettes, faults and the plugin need no model.
 
@@ -85,10 +87,12 @@ DOCS = Venv(
     ROOT / ".venv-docs",
     (
         "langchain-openai>=0.3",
+        "langchain-anthropic>=1.0",  # ChatAnthropic on the Messages wire (tests/contract/test_anthropic_frameworks.py)
+        "langchain-google-genai>=2",  # ChatGoogleGenerativeAI (tests/contract/test_gemini_frameworks.py)
         "litellm>=1.60",
         "langchain>=1.0",
         "langgraph>=1.0",
-        "pydantic-ai-slim[openai]>=1.0",
+        "pydantic-ai-slim[openai,anthropic,google]>=1.0",
         "openai-agents>=0.3",
         "smolagents[openai]>=1.20",
         "dspy>=3.0",
@@ -96,6 +100,20 @@ DOCS = Venv(
     about="LangChain, LiteLLM and the agent frameworks, ~550 MB",
 )
 INSTRUCTOR = Venv("instructor", ROOT / ".venv-instructor", ("instructor>=1.10",), about="instructor, ~100 MB")
+# The frameworks whose prompt carries the protocol (tests/contract/test_agents_prompted.py): a stop
+# word, ReAct text. Pinned: their prompts are what the tests read, and they pin openai below 3.
+PROMPTED = Venv(
+    "prompted-agents",
+    ROOT / ".venv-prompted",
+    (
+        "autogen-agentchat==0.7.5",
+        "autogen-ext[openai]==0.7.5",
+        "llama-index-core==0.14.25",
+        "llama-index-llms-openai==0.8.3",
+        "crewai==1.15.30",
+    ),
+    about="AutoGen AgentChat, LlamaIndex, CrewAI, ~1.1 GB",
+)
 # Editable: the light install runs this checkout's code, as the main one does.
 LIGHT = Venv(
     "torch-free",
@@ -104,7 +122,7 @@ LIGHT = Venv(
     (ROOT / "pyproject.toml",),
     about="mockserver[pytest] without torch, ~180 MB",
 )
-ALL = (DOCS, INSTRUCTOR, LIGHT)
+ALL = (DOCS, INSTRUCTOR, PROMPTED, LIGHT)
 
 
 def main() -> int:
