@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,7 +37,7 @@ from mockserver.faults.journal import Journal
 from mockserver.faults.latency import Timeline
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
-from mockserver.gpt.tokenizer import ASSETS
+from mockserver.gpt.tokenizer import ASSETS, Tokenizer
 from mockserver.http.auth import Admin
 from mockserver.http.limits import Limits
 from mockserver.http.metrics import Metrics
@@ -225,7 +226,13 @@ def create_app(
         # Responses a killed server left running are failed before the first request can see
         # them (with a memory store there are none, and this returns at once).
         await ctx.responses.recover()
+        # What start-up made lives as long as the server: the garbage collector's full passes
+        # leave it alone from here on (they walked it on every pass, a cost per request).
+        Tokenizer.shipped()  # every answer reads it: made now, so it is frozen too
+        gc.collect()
+        gc.freeze()
         yield
+        gc.unfreeze()
         await ctx.responses.close()  # background runs stop before the model they run on
         await chain.aclose()
         if model is not None:

@@ -124,6 +124,7 @@ class _Writer:
         self._waiting = False  # the producer is waiting now (a hang-up cancels the wait)
         self.events = 0
         self.sequence = -1  # the last sequence_number sent (Responses)
+        self.last = False  # the chunk just yielded is the stream's last
 
     def _end(self, how: str) -> None:
         if self.tally is not None:
@@ -230,6 +231,7 @@ class _Writer:
             elif self.tally is None or self.tally.ended == "pending":
                 self._end("done")
             if held:
+                self.last = True  # nothing follows it: it goes out with the body's end
                 yield b"".join(held)
         except StreamEnded as ended:
             if held:
@@ -267,6 +269,20 @@ class _EventStream(StreamingResponse):
         self.writer = writer
         self.link = link
         super().__init__(writer.chunks(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers})
+
+    async def stream_response(self, send: Send) -> None:
+        """Starlette's, but the last chunk carries the body's end (one write, not two: a
+        scripted or replayed stream is then a head and one write)."""
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        chunks = aiter(self.body_iterator)
+        async for chunk in chunks:
+            if self.writer.last:
+                with contextlib.suppress(StopAsyncIteration):
+                    await anext(chunks)  # the writer's own end (its journal counts) first
+                await send({"type": "http.response.body", "body": chunk, "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Not Starlette's way (a task group listening for the disconnect the whole time, which
