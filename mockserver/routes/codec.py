@@ -24,9 +24,11 @@ from mockserver.wire.json import Json, dumps
 __all__ = ["Call", "Chunk", "ChunkFrame", "Codec", "read_sampling", "usage_body"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Call:
-    """One request as the codec sees it while encoding: what was asked, and as whom."""
+    """One request as the codec sees it while encoding: what was asked, and as whom. (Not
+    frozen: one is made per request, and a frozen dataclass sets each field the slow way;
+    nothing changes a call once made.)"""
 
     gen: GenerationRequest
     body: Any  # the validated wire body (codec-specific details)

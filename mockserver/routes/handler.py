@@ -84,9 +84,11 @@ class Reader(Protocol):
     def to_generation(self, body: Any, profile: Any, options: Options, origin: Origin) -> GenerationRequest: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Prepared:
-    """A request the handler has read: what the family's delivery works from."""
+    """A request the handler has read: what the family's delivery works from. (This and
+    :class:`Opened` are made per request and never changed: not frozen, as a frozen dataclass
+    sets each field the slow way.)"""
 
     request: Request
     ctx: ServerContext
@@ -97,7 +99,7 @@ class Prepared:
     read: _Read | None = None  # what an identical body was read as (remembered: see _read)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Opened:
     """The answer as it begins: who answers, its first event and the rest; or, for a background
     response only, the error it failed with (its run fails, in its record)."""
