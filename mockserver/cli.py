@@ -544,6 +544,7 @@ def serve(settings: Settings, workers: int = 1) -> int:
         settings.log_level,
         header_timeout=settings.header_timeout,
         max_connections=settings.max_connections,
+        body_timeout=settings.body_timeout,
         shutdown_timeout=settings.shutdown_timeout,
     )
     server = Server(config)
@@ -610,6 +611,7 @@ def _serve_workers(settings: Settings, workers: int, sock: socket.socket) -> int
         settings.log_level,
         header_timeout=settings.header_timeout,
         max_connections=settings.max_connections,
+        body_timeout=settings.body_timeout,
         shutdown_timeout=settings.shutdown_timeout,
         factory=True,
         workers=workers,

@@ -96,7 +96,9 @@ class Settings(BaseSettings):
     state: str = Field(
         "memory",
         description="Where the server's state lives: 'memory' (this process), 'sqlite:PATH' (processes on one "
-        "host) or 'redis://HOST:PORT/DB' (any number of hosts; rediss:// for TLS).",
+        "host) or Redis (any number of hosts): 'redis://HOST:PORT/DB' (rediss:// for TLS), a Redis Cluster "
+        "'redis+cluster://HOST:PORT[,HOST:PORT...]' (rediss+cluster:// for TLS), or the primary Sentinels name "
+        "'redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]'.",
     )
     # The Responses API: where responses are kept, and how long background runs take.
     store: str = Field(
@@ -131,6 +133,9 @@ class Settings(BaseSettings):
     max_connections: int = Field(1000, ge=1, description="Connections served at once (503 beyond).")
     header_timeout: float = Field(
         10.0, gt=0, description="Seconds a connection may take to send a whole request head (closed beyond)."
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request may take to send its whole body after its head (408 beyond)."
     )
     shutdown_timeout: float = Field(1.0, ge=0, description="Seconds a shutdown waits for answers in flight.")
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mockserver.answers.match_pattern import MatchPattern, PatternError
+from mockserver.answers.match_pattern import compiled as match_pattern
 from mockserver.errors import InvalidRequest
 from mockserver.spine.request import Answer, ForcedCall, Surface
 
@@ -64,7 +65,7 @@ class ScriptRule:
     id: int = 0
     endpoint: Surface | None = None
     model: str | None = None
-    match: re.Pattern[str] | None = None
+    match: MatchPattern | None = None  # searched with a time bound (see match_pattern)
     tools: bool | None = None
     nth: tuple[int, ...] = ()  # only these matching calls (1 = the first)
     times: int | None = None  # only the first N matching calls
@@ -90,9 +91,9 @@ class ScriptRule:
             )
         pattern = _get(data, "match", _is_str, "a string (a regular expression)")
         try:
-            compiled = re.compile(pattern) if pattern is not None else None
-        except re.error as exc:
-            raise RuleError(f"field 'match' is not a valid regular expression: {exc}", "match") from None
+            compiled = match_pattern(pattern) if pattern is not None else None
+        except PatternError as exc:
+            raise RuleError(f"field 'match' {exc}", "match") from None
         nth = _get(data, "nth", _call_numbers, "a call number ≥ 1 or a list of them")
         sequence = _get(data, "sequence", _non_empty_list, "a non-empty list of answers")
         then = _get(data, "then", ("repeat_last", "error").__contains__, "'repeat_last' or 'error'")

@@ -108,9 +108,9 @@ class Script(Cached):
         found = await self.state.map_all(RULES)
         rules = {}
         for key, raw in found.items():
-            data = json.loads(raw)
-            rule = ScriptRule.from_json(data["rule"], int(key))
-            rules[rule.id] = replace(rule, source=data.get("source"))
+            for rule_id, data in _entries(key, raw):
+                rule = ScriptRule.from_json(data["rule"], rule_id)
+                rules[rule.id] = replace(rule, source=data.get("source"))
         with self._lock:
             self._shared = rules
             self._version = version
@@ -181,11 +181,12 @@ class Script(Cached):
         # Shared ids come after the pinned ones, which every process numbers alike from 1.
         first = self._pinned_made + last - len(rules) + 1
         added = [replace(rule, id=first + i) for i, rule in enumerate(rules)]
-        for rule in added:
-            data = rule.to_json()
-            del data["id"]
-            data.pop("source", None)
-            await self.state.map_put(RULES, str(rule.id), _dumps({"rule": data, "source": rule.source}))
+        stored = [_stored(rule, i) for i, rule in enumerate(added)]
+        # All or none, on every state engine: the rules of one call are one field written whole
+        # (one assignment, one SQLite statement, one HSET) under the first one's id, so no reader
+        # ever sees a part of them, and a failure leaves none (the encoding is done before).
+        value = stored[0] if len(stored) == 1 else {"batch": stored}
+        await self.state.map_put(RULES, str(first), _encoded(value))
         await self._changed(written=added)
         return added
 
@@ -197,9 +198,7 @@ class Script(Cached):
 
         name = str(path)
         try:
-            doc = yaml.load(
-                Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            )
+            doc = _bounded_yaml(Path(path).read_text(encoding="utf-8"), name)
         except OSError as exc:
             raise RuleError(f"{name}: cannot read the rules file ({exc.strerror or exc})") from None
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -232,10 +231,25 @@ class Script(Cached):
                 self._pinned = kept
                 self._rebuild()
                 return True
-        if not await self.state.map_delete(RULES, str(rule_id)):
-            return False
-        await self._changed(gone=[rule_id])
-        return True
+        for key, raw in (await self.state.map_all(RULES)).items():
+            if any(found == rule_id for found, _ in _entries(key, raw)):
+                await self._drop(key, raw, {rule_id})
+                await self._changed(gone=[rule_id])
+                return True
+        return False
+
+    async def _drop(self, key: str, raw: bytes, ids: set[int]) -> None:
+        """Remove rules ``ids`` from the field ``key`` holds (``raw``): the field goes when
+        nothing is left of it; a batch keeps its other rules' places (so their ids)."""
+        data = json.loads(raw)
+        if "batch" not in data:
+            await self.state.map_delete(RULES, key)
+            return
+        batch = [None if int(key) + i in ids else item for i, item in enumerate(data["batch"])]
+        if any(item is not None for item in batch):
+            await self.state.map_put(RULES, key, _encoded({"batch": batch}))
+        else:
+            await self.state.map_delete(RULES, key)
 
     def rules(self, session: str | None = None) -> list[ScriptRule]:
         """Every rule (``session=None``), or those of one session."""
@@ -269,9 +283,10 @@ class Script(Cached):
             found = await self.state.map_all(RULES)
             gone = []
             for key, raw in found.items():
-                if json.loads(raw)["rule"].get("session") == session:
-                    await self.state.map_delete(RULES, key)
-                    gone.append(int(key))
+                ids = {rule_id for rule_id, data in _entries(key, raw) if data["rule"].get("session") == session}
+                if ids:
+                    await self._drop(key, raw, ids)
+                    gone.extend(ids)
             await self.state.forget(f"{COUNTS}{safe(session)}:")
         await self._changed(gone=gone)
 
@@ -341,8 +356,32 @@ def _parsed(items: Iterable[Any], session: str | None, located: bool, source: st
     return rules
 
 
-def _dumps(value: Any) -> bytes:
+def _encoded(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _stored(rule: ScriptRule, position: int) -> dict[str, Any]:
+    """A rule as the state keeps it, checked to encode (a :class:`RuleError` before any write)."""
+    data = rule.to_json()
+    del data["id"]
+    data.pop("source", None)
+    value = {"rule": data, "source": rule.source}
+    try:
+        _encoded(value)
+    except UnicodeEncodeError:
+        raise RuleError(
+            f"rule {position + 1}: a field is not valid Unicode (a lone surrogate escape such as \\ud800)"
+        ) from None
+    return value
+
+
+def _entries(key: str, raw: bytes) -> list[tuple[int, dict[str, Any]]]:
+    """The rules one field of the state's map holds, with their ids: one rule (``key`` is its
+    id), or a batch written whole (ids ``key``, ``key`` + 1, …; a rule removed since is null)."""
+    data = json.loads(raw)
+    if "batch" not in data:
+        return [(int(key), data)]
+    return [(int(key) + i, item) for i, item in enumerate(data["batch"]) if item is not None]
 
 
 def _subjects(request: GenerationRequest) -> tuple[str, ...]:
@@ -365,3 +404,52 @@ def _label(item: Any) -> str:
             if isinstance(item.get(key), str):
                 return f" ({key} {item[key]!r})"
     return ""
+
+# What a rules file may expand to, aliases followed: PyYAML shares an aliased node, but every
+# use of the rules walks it again — a 700-byte alias bomb built a 70 MB string and aborted the
+# process. The composed graph is measured (each node once, by identity) before it is built.
+MAX_YAML_NODES = 100_000
+
+
+def _bounded_yaml(text: str, name: str) -> Any:
+    """``text`` as YAML (the safe loader), refused with a :class:`RuleError` when its aliases
+    expand it past :data:`MAX_YAML_NODES` nodes."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        sizes: dict[int, int] = {}
+        entered: set[int] = set()
+        stack: list[tuple[Any, bool]] = [(node, False)]
+        while stack:  # post-order without recursion (a deep file must not overflow the stack)
+            current, done = stack.pop()
+            if id(current) in sizes:
+                continue
+            children = _children(current)
+            if done:
+                sizes[id(current)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(c)] for c in children))
+                continue
+            if id(current) in entered:
+                raise RuleError(f"{name}: a YAML alias refers to a node that contains it (a recursive alias)")
+            entered.add(id(current))
+            stack.append((current, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+        if sizes[id(node)] > MAX_YAML_NODES:
+            raise RuleError(
+                f"{name}: its aliases expand it past {MAX_YAML_NODES:,} YAML nodes (an alias bomb?): "
+                "write the rules out, or share less through '*' aliases"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if isinstance(value, list):
+        return [c for pair in value for c in (pair if isinstance(pair, tuple) else (pair,))]
+    return []
+

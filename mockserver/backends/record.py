@@ -11,6 +11,7 @@ environment, never from a file, and is never written.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -20,7 +21,7 @@ import httpx
 
 from mockserver.backends.replay import vetted
 from mockserver.cassettes.format import Interaction, RecordedRequest, RecordedResponse, StreamCapture
-from mockserver.cassettes.library import HOP, MISS_HEADERS, Library
+from mockserver.cassettes.library import HOP, MISS_HEADERS, CassetteWriteError, Library
 from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.spine.backend import Ask, BackendBase, Declined, Role
 from mockserver.spine.events import Event, RecordedEnd, RecordedFrame, RecordedHead
@@ -32,6 +33,22 @@ if TYPE_CHECKING:
     from mockserver.backends import Parts
 
 __all__ = ["RecordBackend", "UpstreamError", "from_parts"]
+
+log = logging.getLogger("mockserver")
+
+# Bytes reserved for a recording before its upstream is asked, besides twice the request body
+# (the cassette writes the request and the answer, escaped): a disk with less room than this
+# refuses the recording up front. A bigger answer is still written when the room is there.
+RESERVE_BYTES = 256 * 1024
+
+# What ends a stream (chat and completions, Responses): from the chunk holding one, the rest
+# waits for the recording's write.
+_TERMINATORS = (
+    b"data: [DONE]",
+    b"event: response.completed",
+    b"event: response.incomplete",
+    b"event: response.failed",
+)
 
 _NOT_UPSTREAM = frozenset({"host", "content-length", "connection", "accept-encoding", "authorization"})
 
@@ -80,32 +97,32 @@ class RecordBackend(BackendBase):
             headers.append(("authorization", f"Bearer {options.upstream_key}"))
         elif auth:
             headers.append(("authorization", auth))
-        client = self._client = self._client or httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
-        started = time.perf_counter()
+        # Room for the recording first: a full or read-only cassette directory is the client's
+        # 507 now, before the upstream is asked (and before any byte of an answer).
+        reservation = await library.reserve(cassette, RESERVE_BYTES + 2 * len(source.body))
         try:
-            upstream = client.build_request(source.method, url, headers=headers, content=source.body)
-            response = await client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
-            raise UpstreamError(
-                f"The upstream {options.upstream} could not be reached: {type(exc).__name__}.",
-                headers={h.name(h.SOURCE): "record"},
-            ) from None
+            client = self._client = self._client or httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0))
+            started = time.perf_counter()
+            try:
+                upstream = client.build_request(source.method, url, headers=headers, content=source.body)
+                response = await client.send(upstream, stream=True)
+            except httpx.HTTPError as exc:
+                raise UpstreamError(
+                    f"The upstream {options.upstream} could not be reached: {type(exc).__name__}.",
+                    headers={h.name(h.SOURCE): "record"},
+                ) from None
+        except BaseException:
+            reservation.release()
+            raise
         kept = tuple((k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP)
         streaming = response.headers.get("content-type", "").startswith("text/event-stream")
         capture = StreamCapture()
         end = "done"
-        try:
-            yield RecordedHead(
-                response.status_code, tuple((k.lower().encode(), v.encode()) for k, v in kept), streaming
-            )
-            try:
-                async for chunk in response.aiter_bytes():  # decoded: the cassette keeps plain bodies
-                    capture.feed(chunk, time.perf_counter() - started)
-                    yield RecordedFrame(chunk)
-            except httpx.HTTPError:
-                end = "reset"  # written as the recording's end; this client's body just ends
-            yield RecordedEnd("done")
-        finally:
+        written = False  # the recording's write was tried (in the body, or else in the finally)
+
+        async def write() -> None:
+            nonlocal written
+            written = True
             await response.aclose()
             elapsed = time.perf_counter() - started
             stream = capture.finish("done")
@@ -121,7 +138,49 @@ class RecordBackend(BackendBase):
             interaction = Interaction(
                 RecordedRequest(source.method, url, tuple(headers), source.body), recorded
             ).redacted()
+            reservation.release()  # the room goes back just before the recording takes it
             await library.keep(cassette, interaction)
+
+        try:
+            yield RecordedHead(
+                response.status_code, tuple((k.lower().encode(), v.encode()) for k, v in kept), streaming
+            )
+            # The stream's end is held back until the recording is written: a write that fails
+            # is then an in-band error *before* the terminator (``[DONE]``,
+            # ``response.completed``), which SDKs do read, and a whole body a 507, not a 200.
+            # Chunks before it go on the moment they arrive, as a tee must.
+            held: list[bytes] = []
+            try:
+                async for chunk in response.aiter_bytes():  # decoded: the cassette keeps plain bodies
+                    capture.feed(chunk, time.perf_counter() - started)
+                    if held or not streaming or any(t in chunk for t in _TERMINATORS):
+                        held.append(chunk)
+                    else:
+                        yield RecordedFrame(chunk)
+            except httpx.HTTPError:
+                end = "reset"  # written as the recording's end; this client's body just ends
+            try:
+                await write()
+            except CassetteWriteError:
+                if streaming and held:
+                    rest = b"".join(held)
+                    cut = min((at for t in _TERMINATORS if (at := rest.find(t)) >= 0), default=len(rest))
+                    if cut:
+                        yield RecordedFrame(rest[:cut])  # what came before the terminator
+                raise
+            if held:
+                yield RecordedFrame(b"".join(held))
+            yield RecordedEnd("done")
+        finally:
+            try:
+                if not written:  # the client left first: the recording is still kept
+                    try:
+                        await write()
+                    except CassetteWriteError as exc:
+                        log.warning("record: %s", exc.message)
+            finally:
+                reservation.release()
+                await response.aclose()
 
     async def aclose(self) -> None:
         if self._client is not None:

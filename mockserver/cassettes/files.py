@@ -36,6 +36,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import glob
 import json
 import logging
@@ -68,12 +69,14 @@ __all__ = [
     "CassetteDir",
     "CassetteError",
     "NotACassette",
+    "Reservation",
     "Signature",
     "append",
     "check_name",
     "file_name",
     "load",
     "read",
+    "reserve",
     "resolve_name",
     "save",
 ]
@@ -247,8 +250,16 @@ def _append_yaml(path: Path, new: tuple[Interaction, ...]) -> None:
             return
         _cut_torn_tail(fd, path)
         if items:
-            _write_all(fd, items.encode())
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, items.encode())
+                os.fsync(fd)
+            except OSError:
+                # A full disk (ENOSPC, EDQUOT) or an I/O error mid-append: give the file back as
+                # it was, so the cassette's earlier recordings stay whole and nothing torn is left.
+                with suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
     finally:
         os.close(fd)
 
@@ -340,6 +351,56 @@ def _write(path: Path, text: str) -> None:
             os.close(dir_fd)
 
 
+class Reservation:
+    """Room for one recording, taken before its upstream is asked (see :func:`reserve`): a
+    hidden ``.NAME.*.reserve`` file holding ``size`` bytes of the cassette's filesystem.
+    :meth:`release` gives the room back just before the recording is written into it."""
+
+    def __init__(self, path: Path | None, fd: int | None) -> None:
+        self._path = path
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, path = self._fd, self._path
+        self._fd = self._path = None
+        if fd is not None:
+            with suppress(OSError):
+                os.close(fd)
+        if path is not None:
+            with suppress(OSError):
+                path.unlink()
+
+
+def reserve(path: Path, size: int) -> Reservation:
+    """Check that cassette ``path`` can be written and take ``size`` bytes of its filesystem
+    for it, or raise the ``OSError`` that says why not (``ENOSPC`` on a full disk, ``EROFS``
+    on a read-only one, ``EACCES``…). Nothing of the cassette is touched: the folder is made
+    if missing, an existing file is opened for appending (and closed), and the room is a
+    hidden file (``posix_fallocate``: allocated for real, not a sparse promise) that no
+    listing shows; one a killed process left is removed when the next server starts
+    (:meth:`CassetteDir.clear_reservations`)."""
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0)))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".reserve")
+    held = Reservation(Path(tmp), fd)
+    try:
+        if hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                _write_all(fd, bytes(size))  # a filesystem without fallocate: zeros take the room
+        else:
+            _write_all(fd, bytes(size))
+    except BaseException:
+        held.release()
+        raise
+    return held
+
+
 class CassetteDir:
     """The cassette directory: every cassette by name, confined to ``root``."""
 
@@ -427,6 +488,17 @@ class CassetteDir:
 
     def append(self, name: str, interactions: Iterable[Interaction]) -> None:
         append(self.resolve(name), interactions)
+
+    def clear_reservations(self) -> None:
+        """Remove the ``.*.reserve`` files a killed server left (see :func:`reserve`)."""
+        with suppress(OSError):
+            for stale in self.root.rglob(".*.reserve"):
+                with suppress(OSError):
+                    stale.unlink()
+
+    async def reserve_async(self, name: str, size: int) -> Reservation:
+        """:func:`reserve` for cassette ``name``, from a worker thread."""
+        return await asyncio.to_thread(reserve, self.resolve(name), size)
 
     async def append_async(self, name: str, interactions: Iterable[Interaction]) -> None:
         """:meth:`append` from a worker thread: the event loop keeps serving meanwhile."""

@@ -176,6 +176,12 @@ class Interaction:
     def redacted(self) -> Interaction:
         """This interaction with every credential gone (see :mod:`mockserver.cassettes.redact`)."""
         req, resp = self.request, self.response
+        # A secret seen once by name (a credential header, either way) goes wherever it appears.
+        with redact.scrubbing(redact.header_secrets((*req.headers, *resp.headers))):
+            return self._redacted()
+
+    def _redacted(self) -> Interaction:
+        req, resp = self.request, self.response
         request = replace(
             req,
             uri=redact.redact_uri(req.uri),

@@ -22,17 +22,19 @@ line) while the version loaded before it, if any, keeps replaying.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
 import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from mockserver.cassettes.files import CassetteDir, CassetteError, NotACassette, Signature, file_name
+from mockserver.cassettes.files import CassetteDir, CassetteError, NotACassette, Reservation, Signature, file_name
 from mockserver.cassettes.format import Interaction
-from mockserver.cassettes.matching import Index, Key, Miss
+from mockserver.cassettes.matching import Index, Miss, Normal
 from mockserver.cassettes.order import ReplayOrder
-from mockserver.errors import InvalidRequest, NotFound
+from mockserver.cassettes.redact import header_secrets, scrubbing
+from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.spine.request import Source
 from mockserver.wire import headers as h
 
@@ -41,6 +43,7 @@ __all__ = [
     "MISS_HEADERS",
     "RECORD_MODES",
     "CassetteOptions",
+    "CassetteWriteError",
     "Library",
     "RecordMode",
     "Reloaded",
@@ -56,6 +59,7 @@ HOP = frozenset(
     {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding", "date", "server"}
 )
 MISS_HEADERS = {"x-should-retry": "false", h.name(h.SOURCE): "miss"}
+THREAD_BYTES = 16 * 1024  # a request body past this is read for matching in a worker thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +131,10 @@ class Library:
         self._seen: dict[str, Signature] = {}  # every file of the last scan, cassette or not
         self._skipped: dict[str, str] = {}
         self._broken: dict[str, str] = {}
-        self._keys: dict[tuple[str, str, bytes], Key] = {}  # request → its index key
+        # (index, method, target, body, secrets) → the request as that index reads it
+        self._normals: dict[tuple[int, str, str, bytes, tuple[str, ...]], Normal] = {}
         self._lock: asyncio.Lock | None = None  # made on the event loop, on first use
+        self.dir.clear_reservations()
         self._apply(self._scan(strict=True))  # a broken cassette stops start-up (CassetteError)
 
     async def refresh(self) -> Reloaded:
@@ -250,24 +256,58 @@ class Library:
         repeats."""
         index = self.index_of(source.cassette)
         request = (source.method, source.target, source.body)
-        key = self._keys.get(request)
-        if key is None:  # keying redacts and canonicalises the body: worth remembering
-            key = index.key(*request)
-            if len(self._keys) >= 4096:
-                self._keys.clear()
-            self._keys[request] = key
+        key = index.key_of(await self._normal(index, request, ()))
         recorded = index.recorded(key)
+        secrets = _secrets(source) if not recorded else ()
+        if secrets:  # recorded with this request's credential headers' values scrubbed (item 8)?
+            key = index.key_of(await self._normal(index, request, secrets))
+            recorded = index.recorded(key)
         if not recorded:
             return None
         same = [i for i in recorded if (i.response.stream is not None) == source.stream] or list(recorded)
         played = await order.take(source.session, (source.cassette, key, source.stream))
         return same[min(played, len(same) - 1)]
 
+    async def _normal(self, index: Index, request: tuple[str, str, bytes], secrets: tuple[str, ...]) -> Normal:
+        """``request`` as ``index`` matches it, with ``secrets`` scrubbed as a recording would
+        have them. Reading it redacts the whole body (linear, yet ~1 ms per 1 KB of a hostile
+        one): remembered (4,096 at most, so a miss's message reuses it), and worked out in a
+        thread for a body over :data:`THREAD_BYTES`, so the event loop keeps serving meanwhile."""
+        remembered = (id(index), *request, secrets)
+        found = self._normals.get(remembered)
+        if found is None:
+
+            def work() -> Normal:
+                with scrubbing(secrets):
+                    return index.normal(*request)
+
+            found = await asyncio.to_thread(work) if len(request[2]) > THREAD_BYTES else work()
+            if len(self._normals) >= 4096:
+                self._normals.clear()
+            self._normals[remembered] = found
+        return found
+
     def miss(self, source: Source) -> NotFound:
         """The 404 for a request nothing recorded: it names the closest recording and how it differs."""
-        found = self.index_of(source.cassette).lookup(source.method, source.target, source.body)
+        index = self.index_of(source.cassette)
+        request = (source.method, source.target, source.body)
+        normal = self._normals.get((id(index), *request, ()))  # read by next() just before: no redaction again
+        if normal is not None:
+            found: Miss | object = index.closest(normal, source.target)
+        else:
+            with scrubbing(_secrets(source)):
+                found = index.lookup(*request)
         message = found.message if isinstance(found, Miss) else "Recording is on but no --upstream is set."
         return NotFound(message, code="cassette_miss", headers=dict(MISS_HEADERS))
+
+    async def reserve(self, cassette: str, size: int) -> Reservation:
+        """Room for a recording of about ``size`` bytes in ``cassette``, taken before the
+        upstream is asked; a :class:`CassetteWriteError` (507, ``x-should-retry: false``)
+        naming the cassette and the OS error when it cannot be written."""
+        try:
+            return await self.dir.reserve_async(cassette, size)
+        except OSError as exc:
+            raise CassetteWriteError(cassette, exc, called=False) from None
 
     async def keep(self, cassette: str, interaction: Interaction) -> None:
         """Append a recording to its cassette (atomically, off the event loop) and index it.
@@ -277,7 +317,10 @@ class Library:
         name = file_name(cassette)
         async with self._guard():
             before = self.dir.signature(cassette)
-            await self.dir.append_async(cassette, [interaction])
+            try:
+                await self.dir.append_async(cassette, [interaction])
+            except OSError as exc:
+                raise CassetteWriteError(cassette, exc, called=True) from None
             self.index.add(interaction)
             self.index_of(cassette).add(interaction)
             if before == self._seen.get(name) and name not in self._broken and name not in self._skipped:
@@ -285,6 +328,41 @@ class Library:
                 if after is not None:
                     self._seen[name] = after
                     self._files[name] = (*self._files.get(name, ()), interaction)
+
+
+class CassetteWriteError(APIError):
+    """A recording the cassette directory cannot take (a full or read-only disk, no
+    permission): 507 Insufficient Storage, naming the cassette and the OS error, with
+    ``x-should-retry: false`` — a retry would only ask the upstream again for the same failure."""
+
+    status = 507
+    type = "server_error"
+
+    def __init__(self, cassette: str, error: OSError, *, called: bool) -> None:
+        reason = error.strerror or str(error)
+        code = errno.errorcode.get(error.errno, "") if error.errno is not None else ""
+        said = f"{reason} ({code})" if code else reason
+        what = (
+            "the upstream answered, but its answer was not recorded"
+            if called
+            else "nothing was recorded and the upstream was not asked"
+        )
+        super().__init__(
+            f"Cannot write cassette {file_name(cassette)!r}: {said}; {what}. Free space on (or make "
+            "writable) the --cassettes directory, or replay without recording.",
+            code="cassette_write_failed",
+            headers={"x-should-retry": "false"},
+        )
+        self.cassette = cassette
+        self.errno = error.errno
+
+
+def _secrets(source: Source) -> tuple[str, ...]:
+    """The values of the request's credential headers: a recording has them scrubbed from its
+    body and URL (:func:`~mockserver.cassettes.redact.header_secrets`), so matching does too."""
+    if not source.headers:
+        return ()
+    return header_secrets((k.decode("latin-1"), v.decode("latin-1")) for k, v in source.headers)
 
 
 def decoded(body: bytes, encoding: str | None) -> bytes:

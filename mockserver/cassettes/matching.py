@@ -37,13 +37,17 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from mockserver.cassettes.format import Interaction
-from mockserver.cassettes.redact import redact_bytes, secret_parameter
+from mockserver.cassettes.redact import redact_bytes, redact_text, secret_parameter
 from mockserver.spine.seeding import canonical, digest
 
-__all__ = ["Hit", "Index", "Key", "Miss", "route_of"]
+__all__ = ["Hit", "Index", "Key", "Miss", "Normal", "route_of"]
 
 Key = tuple[str, str, bytes]  # method, route, digest of query + canonical body
 _Query = tuple[tuple[str, str], ...]
+# A request as matching reads it — method, route, query pairs, redacted canonical body — which
+# costs a redaction of the body: computed once (off the event loop for a big body) and reused
+# by the key and by a miss's closest-recording message.
+Normal = tuple[str, str, _Query, bytes]
 _TOP = re.compile(r"[.\[]")
 
 
@@ -135,8 +139,22 @@ class Index:
 
     def key(self, method: str, target: str, body: bytes) -> Key:
         """The key of a request; ``target`` is a path with optional query, or a full URL."""
-        method, route, query, body_key = self._normalise(method, target, body)
+        return self.key_of(self._normalise(method, target, body))
+
+    def normal(self, method: str, target: str, body: bytes) -> Normal:
+        """The request as matching reads it (see :data:`Normal`); thread-safe, pure."""
+        return self._normalise(method, target, body)
+
+    @staticmethod
+    def key_of(normal: Normal) -> Key:
+        method, route, query, body_key = normal
         return method, route, digest(b"match", repr(query).encode(), body_key)
+
+    def closest(self, normal: Normal, target: str) -> Miss:
+        """The :class:`Miss` of a request nothing recorded, from its :meth:`normal` form (no
+        redaction again): the closest recording on its route and how it differs."""
+        with self._lock:
+            return self._closest(self.key_of(normal), normal[0], target, _shape_of(normal))
 
     def recorded(self, key: Key) -> tuple[Interaction, ...]:
         entry = self._entries.get(key)
@@ -152,7 +170,7 @@ class Index:
                 play = min(entry.cursor, count - 1)
                 entry.cursor += 1
                 return Hit(entry.recorded[play], play + 1, count, entry.cursor > count)
-            return self._closest(key, method, target, body)
+            return self._closest(key, method, target, self._shape(method, target, body))
 
     def unplayed(self) -> list[Interaction]:
         """Recordings never served since loading (or :meth:`reset`)."""
@@ -168,7 +186,11 @@ class Index:
     def _normalise(self, method: str, target: str, body: bytes) -> tuple[str, str, _Query, bytes]:
         parts = urlsplit(target)
         pairs = parse_qsl(parts.query, keep_blank_values=True)
-        query = tuple(sorted((k, v) for k, v in pairs if not secret_parameter(k) and k not in self.ignore))
+        # Values redacted as a recording's URI was (idempotent on a recorded one): a key-looking
+        # value, or a credential header's value echoed in the query, matches its recording.
+        query = tuple(
+            sorted((k, redact_text(v)) for k, v in pairs if not secret_parameter(k) and k not in self.ignore)
+        )
         body = redact_bytes(body)
         obj = _json_object(body)
         if obj is None:
@@ -178,11 +200,9 @@ class Index:
         return method.upper(), route_of(target), query, b"json:" + canonical(obj)
 
     def _shape(self, method: str, target: str, body: bytes) -> _Shape:
-        _, _, query, body_key = self._normalise(method, target, body)
-        kind, _, raw = body_key.partition(b":")
-        return _Shape(query, json.loads(raw) if kind == b"json" else raw)
+        return _shape_of(self._normalise(method, target, body))
 
-    def _closest(self, key: Key, method: str, target: str, body: bytes) -> Miss:
+    def _closest(self, key: Key, method: str, target: str, wanted: _Shape) -> Miss:
         """Caller holds the lock. Linear in the route's recordings: misses only."""
         route = self._routes.get(key[:2])
         routes = tuple(sorted(f"{m} {r}" for m, r in self._routes))
@@ -191,7 +211,6 @@ class Index:
         for interaction in route.recorded[len(route.shapes) :]:
             req = interaction.request
             route.shapes.append(self._shape(req.method, req.uri, req.body))
-        wanted = self._shape(method, target, body)
         best: tuple[int, list[str], Interaction] | None = None
         for interaction, shape in zip(route.recorded, route.shapes, strict=True):
             diffs = _differences(wanted, shape)
@@ -200,6 +219,12 @@ class Index:
                 best = (top, diffs, interaction)
         assert best is not None  # a route exists only with a recording on it
         return Miss(method.upper(), target, best[2], tuple(best[1]), routes)
+
+
+def _shape_of(normal: Normal) -> _Shape:
+    _, _, query, body_key = normal
+    kind, _, raw = body_key.partition(b":")
+    return _Shape(query, json.loads(raw) if kind == b"json" else raw)
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:

@@ -47,6 +47,7 @@ import sys
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
@@ -64,12 +65,14 @@ __all__ = [
     "check",
     "clear_patterns",
     "find_secrets",
+    "header_secrets",
     "redact_bytes",
     "redact_events",
     "redact_headers",
     "redact_text",
     "redact_uri",
     "scan",
+    "scrubbing",
     "secret_parameter",
     "sensitive_header",
 ]
@@ -107,6 +110,16 @@ _NOT_CREDENTIAL_HEADER = re.compile(r"(?i)^access-control-|rate-?limit")
 # Query parameter / form field names: any name holding a credential word, or a bare key/sig.
 _PARAMETER_NAME = rf"(?i:[A-Za-z0-9_.-]*?(?:{_CREDENTIAL_WORDS})[A-Za-z0-9_.-]*|key|sig)"
 _PARAMETER = re.compile(_PARAMETER_NAME)
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
+# Inside the value patterns below, a name's runs around its credential word are bounded
+# (``_RUN``): ``re`` backtracks, and an unbounded ``[…]*word[…]*`` tried on a long run of the
+# word (``awsaws…``, ``secret-secret-…``) costs the square of the run — 24 KB of it held the
+# event loop ~20 s. Bounded, each start costs a constant and a body costs time linear in its
+# size; the price is that a credential word more than ``_RUN`` characters inside a name is not
+# seen by those patterns (header, parameter and field names are still judged whole by name).
+_RUN = "{0,64}"
+_NAME = "[A-Za-z0-9_.-]" + _RUN
+_PARAMETER_RUN = rf"(?i:{_NAME}?(?:{_CREDENTIAL_WORDS}){_NAME}|key|sig)"
 
 
 def sensitive_header(name: str) -> bool:
@@ -118,8 +131,12 @@ def sensitive_header(name: str) -> bool:
 
 
 def secret_parameter(name: str) -> bool:
-    """Is query parameter (or form field) ``name`` one whose value :func:`redact_uri` removes?"""
-    return _PARAMETER.fullmatch(name) is not None
+    """Is query parameter (or form field) ``name`` one whose value :func:`redact_uri` removes?
+    (``_PARAMETER``'s meaning, told in linear time: its full match backtracks quadratically on a
+    long name of credential words that ends in a character no name has, ``tokentoken…!``.)"""
+    if name.lower() in ("key", "sig"):
+        return True
+    return _NAME_CHARS.fullmatch(name) is not None and _CREDENTIAL_HEADER.search(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +183,10 @@ _SEP = r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?"  # name and value: 
 # header names as an echo of request headers spells them (``X-Custom-Token``, ``Cookie``):
 # hyphenated, or one of the well-known ones. Not a bare ``token`` (logprobs entries have one).
 _JSON_NAME = (
-    r"(?!(?i:access-control-|[A-Za-z0-9_.-]*rate-?limit))(?:[A-Za-z0-9_.-]*(?i:passw(?:or)?d|secret"
+    r"(?!(?i:access-control-|" + _NAME + r"rate-?limit))(?:" + _NAME + r"(?i:passw(?:or)?d|secret"
     r"|(?:api|secret|private|access)[_-]?key|(?:access|refresh|auth|id|bearer|session)[_-]?token|credentials?)"
-    r"|[A-Za-z0-9_.]*-[A-Za-z0-9_.-]*?(?i:" + _CREDENTIAL_WORDS + r")[A-Za-z0-9_.-]*"
-    r"|(?i:authorization|cookie|openai-organization|openai-project))"
+    r"|[A-Za-z0-9_.]" + _RUN + "-" + _NAME + r"?(?i:" + _CREDENTIAL_WORDS + r")" + _NAME
+    + r"|(?i:authorization|cookie|openai-organization|openai-project))"
 )
 _PEM_BODY = r"(?:(?!-----END)(?:[A-Za-z0-9+/=\s:,.-]|\\{1,3}[rnt]))+"  # newlines escaped once per JSON level
 _BUILTIN: tuple[_Rule, ...] = tuple(
@@ -185,7 +202,10 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
         (
             "URL password",
             ("://", ":\\/\\/"),
-            r"([A-Za-z][A-Za-z0-9+.-]*:(?:\\?/){2}[^\s:/?#@\"'<>\\]*:)(?!REDACTED@)[^\s/?#@\"'<>\\]+(?=@)",
+            # A scheme starts where no scheme character precedes it, and is short: a long run of
+            # letters before a "://" is tried once, not from each of its letters (quadratic).
+            r"((?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}:(?:\\?/){2}[^\s:/?#@\"'<>\\]*:)"
+            r"(?!REDACTED@)[^\s/?#@\"'<>\\]+(?=@)",
             _A,
         ),
         # OpenAI (sk-…, sk-proj-…), Anthropic (sk-ant-…), OpenRouter.
@@ -209,7 +229,7 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
         (
             "AWS secret access key",
             ("secret", "Secret", "SECRET", "aws", "Aws", "AWS"),
-            r"((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?i:secret|aws)[A-Za-z0-9_.-]*" + _SEP + r")"
+            r"((?<![A-Za-z0-9_.-])" + _NAME + r"(?i:secret|aws)" + _NAME + _SEP + r")"
             r"(?!REDACTED)(?:[A-Za-z0-9/+]|%2[BbFf]|\\/){40}(?![A-Za-z0-9/+%=])",  # '\/': JSON may escape '/'
             _A,
         ),
@@ -258,7 +278,7 @@ _BUILTIN: tuple[_Rule, ...] = tuple(
         (
             "secret query parameter",
             ("=",),
-            r"([?&]" + _PARAMETER_NAME + r"=)(?!REDACTED)[^&#\s\"'<>\\]{6,}",
+            r"([?&]" + _PARAMETER_RUN + r"=)(?!REDACTED)[^&#\s\"'<>\\]{6,}",
             _A,
         ),
     )
@@ -305,8 +325,51 @@ def added_patterns(*regexes: str | re.Pattern[str], kind: str = "custom pattern"
         _custom = before
 
 
+# The values of this interaction's credential headers (see :func:`scrubbing`), as literal
+# rules: a context variable, so concurrent recordings (threads, tasks) never see each other's.
+_seen: ContextVar[tuple[_Rule, ...]] = ContextVar("mockserver_redact_seen", default=())
+# Shorter values are not looked for elsewhere: ``x-session: 1`` must not turn every ``1`` of a
+# body into ``REDACTED``.
+MIN_SEEN = 8
+
+
+def header_secrets(headers: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The values :func:`redact_headers` removes by name (``X-Custom-Token: tok_live_…``), as
+    they may appear elsewhere: the whole value, a scheme's credential (``Bearer X`` → ``X``)
+    and each cookie's value. Only those of :data:`MIN_SEEN` characters or more."""
+    found: list[str] = []
+    for name, value in headers:
+        if not sensitive_header(name):
+            continue
+        value = value.strip()
+        candidates = [value, value.rpartition(" ")[2]]
+        if "=" in value:
+            candidates += [pair.partition("=")[2].strip() for pair in value.split(";")]
+        for candidate in candidates:
+            if len(candidate) >= MIN_SEEN and candidate != REDACTED and candidate not in found:
+                found.append(candidate)
+    return tuple(sorted(found, key=len, reverse=True))  # longest first: a value inside another
+
+
+@contextmanager
+def scrubbing(values: Iterable[str]) -> Iterator[None]:
+    """Inside the block, every redaction also replaces each of ``values`` (a secret seen once,
+    by name, in a credential header of this interaction — :func:`header_secrets`) wherever it
+    appears: bodies, echoes, URLs (read decoded there too), streams joined across events."""
+    rules = tuple(
+        _Rule.of("credential header value", (value,), re.compile(re.escape(value)))
+        for value in values
+        if len(value) >= MIN_SEEN
+    )
+    token = _seen.set(_seen.get() + rules)
+    try:
+        yield
+    finally:
+        _seen.reset(token)
+
+
 def _rules() -> tuple[_Rule, ...]:
-    return _BUILTIN + _custom
+    return _BUILTIN + _custom + _seen.get()
 
 
 def _replace(text: str, spans: Iterable[tuple[int, int, str]]) -> str:

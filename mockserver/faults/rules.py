@@ -13,14 +13,16 @@ probabilities from the request's generator.
 from __future__ import annotations
 
 import builtins
+import heapq
 import json
+import logging
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mockserver.faults.catalogue import Fault, FaultError, parse
+from mockserver.faults.catalogue import MAX_TERMS, Fault, FaultError, parse
 from mockserver.state.sync import Bridge, Cached, safe, version_step
 
 __all__ = ["RequestInfo", "Rule", "RuleBook", "RuleFieldError"]
@@ -30,6 +32,9 @@ RULES = "faults:rules"
 IDS = "faults:ids"
 VERSION = "faults:version"
 COUNTS = "faults:s:"
+
+
+log = logging.getLogger("mockserver")
 
 
 class RuleFieldError(ValueError):
@@ -142,6 +147,12 @@ class Rule:
         )
 
 
+# Faults one request gets at most (its header's, the defaults and every matching rule's, in that
+# order): each is marked on the request and echoed in ``x-mockserver-faults``, so however many
+# rules match, the work and the header stay bounded (MAX_TERMS terms a spec, 2,048 characters).
+MAX_APPLIED = 2 * MAX_TERMS
+
+
 class RuleBook(Cached):
     """The live rules and their call counters, kept in the state (``bridge``): safe to change
     while requests run, and every process's on a shared state.
@@ -159,15 +170,19 @@ class RuleBook(Cached):
         self.bridge = bridge if bridge is not None else Bridge()
         self.state = self.bridge.state
         self._rules: tuple[Rule, ...] = ()  # in the order added
+        # The same rules by session (None: the global ones), in id order: a request looks at its
+        # own session's and the global ones only — 10,000 sessions' leftover rules cost it nothing.
+        self._by_session: dict[str | None, tuple[Rule, ...]] = {}
         self._version = 0
         self._lock = threading.Lock()
+        self._warned = False  # the MAX_APPLIED warning, once
 
     async def reload(self, version: int) -> None:
         """Read the shared rules again (their version moved to ``version``)."""
         found = await self.state.map_all(RULES)
         rules = sorted((Rule.from_json(json.loads(raw), int(key)) for key, raw in found.items()), key=lambda r: r.id)
         with self._lock:
-            self._rules = tuple(rules)
+            self._set(tuple(rules))
             self._version = version
 
     async def _changed(self, written: Rule | None = None, gone: frozenset[int] = frozenset()) -> None:
@@ -176,9 +191,32 @@ class RuleBook(Cached):
             await self.reload(version)
             return
         with self._lock:  # memory: this copy is the rules
-            kept = [r for r in self._rules if r.id not in gone]
-            self._rules = tuple(kept + ([written] if written is not None else []))
+            if gone or written is None:
+                kept = [r for r in self._rules if r.id not in gone]
+                self._set(tuple(kept + ([written] if written is not None else [])))
+            else:  # one more rule (ids grow): no walk over the others, so N adds cost O(N), not O(N²)
+                self._rules = (*self._rules, written)
+                self._by_session = {
+                    **self._by_session,
+                    written.session: (*self._by_session.get(written.session, ()), written),
+                }
             self._version = version
+
+    def _set(self, rules: tuple[Rule, ...]) -> None:
+        """Caller holds the lock: the rules, and their index by session."""
+        by_session: dict[str | None, list[Rule]] = {}
+        for rule in rules:
+            by_session.setdefault(rule.session, []).append(rule)
+        self._rules = rules
+        self._by_session = {session: tuple(found) for session, found in by_session.items()}
+
+    def _candidates(self, session: str | None) -> Iterable[Rule]:
+        """The rules that may match a request of ``session``: the global ones and its own, in
+        the order added (ids grow as rules are added)."""
+        index = self._by_session
+        mine = index.get(session, ()) if session is not None else ()
+        shared = index.get(None, ())
+        return heapq.merge(shared, mine, key=lambda rule: rule.id) if mine and shared else (mine or shared)
 
     def add(self, data: Mapping[str, Any]) -> Rule:
         return self.bridge.call(self.aadd(data))
@@ -243,7 +281,7 @@ class RuleBook(Cached):
         each kept with its probability, drawn in that order from ``rng``. One state call
         counts the calls of the matching rules that read them (none when none does)."""
         candidates = list(asked) + list(self.defaults)
-        matching = [rule for rule in self._rules if rule.matches(info)]
+        matching = [rule for rule in self._candidates(info.session) if rule.matches(info)]
         # Only rules with ``times`` or ``nth`` read their count: the others are not counted.
         counted = [rule for rule in matching if rule.nth or rule.times is not None]
         calls: dict[int, int] = {}
@@ -259,4 +297,10 @@ class RuleBook(Cached):
                 if rule.nth and call not in rule.nth:
                     continue
             candidates.extend(rule.faults)
-        return tuple(f for f in candidates if f.probability >= 1.0 or rng.random() < f.probability)
+        chosen = tuple(f for f in candidates if f.probability >= 1.0 or rng.random() < f.probability)
+        if len(chosen) > MAX_APPLIED:  # every one is marked and echoed (x-mockserver-faults): bounded
+            if not self._warned:
+                self._warned = True
+                log.warning("faults: %d apply to one request; the first %d are kept", len(chosen), MAX_APPLIED)
+            chosen = chosen[:MAX_APPLIED]
+        return chosen

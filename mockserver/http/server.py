@@ -11,6 +11,14 @@ Bounded connections, because a test double is also pointed at by load and chaos 
   head within that many seconds of opening — or of starting its next request — is closed.
   uvicorn arms no timer until a first response, so without it a connection that sends nothing,
   or a head a byte at a time, is held for ever (3,000 of them were, in the issue that added it).
+* **A bounded head** (:data:`MAX_HEAD_BYTES`): a request head (request line and headers)
+  past 64 KiB is answered 431 in OpenAI's envelope and the connection closed, whichever parser
+  runs — httptools has no limit of its own (one header streamed for 5 s was ~50 MB, and
+  200 MB of RSS), and h11's (16 KiB, a bare 400) is raised above ours so ours answers.
+* **A body timeout** (:data:`BODY_TIMEOUT`, ``--body-timeout``): a request whose body has not
+  all arrived that many seconds after its head is answered 408 (when nothing of its answer was
+  sent yet) and closed. The head timeout stops at the head: a body trickled a byte at a time
+  was held for ever, and ``--max-connections`` such clients locked everyone out.
 * **A cap on open connections** (:data:`MAX_CONNECTIONS`): a request on a connection beyond it
   is answered 503 in OpenAI's envelope, with ``retry-after`` and ``connection: close`` (so the
   client's retry comes on a fresh connection, if one is free). uvicorn's own
@@ -38,10 +46,20 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["HEADER_TIMEOUT", "KEEP_ALIVE", "MAX_CONNECTIONS", "SHUTDOWN_TIMEOUT", "uvicorn_config"]
+__all__ = [
+    "BODY_TIMEOUT",
+    "HEADER_TIMEOUT",
+    "KEEP_ALIVE",
+    "MAX_CONNECTIONS",
+    "MAX_HEAD_BYTES",
+    "SHUTDOWN_TIMEOUT",
+    "uvicorn_config",
+]
 
 KEEP_ALIVE = 120
 HEADER_TIMEOUT = 10.0  # seconds to send a whole request head
+BODY_TIMEOUT = 30.0  # seconds to send a whole request body, from the end of its head
+MAX_HEAD_BYTES = 64 * 1024  # bytes of one request head (request line and headers): 431 beyond
 MAX_CONNECTIONS = 1000  # open connections (and requests in flight) before a 503
 SHUTDOWN_TIMEOUT = 1.0  # seconds answers in flight get on shutdown (so a busy server exits within 2 s)
 
@@ -51,27 +69,56 @@ def _overloaded(cap: int) -> bytes:
     return json.dumps(envelope(message, "server_error", None, "overloaded")).encode()
 
 
+def _raw_answer(status: int, reason: str, message: str, code: str) -> bytes:
+    """A whole HTTP/1.1 answer that closes its connection, written to the transport directly:
+    the request it answers never reached the app (or its body never came)."""
+    body = json.dumps(envelope(message, "invalid_request_error", None, code)).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "x-should-retry: false\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+_TOO_BIG = _raw_answer(
+    431,
+    "Request Header Fields Too Large",
+    f"The request head (request line and headers) is over {MAX_HEAD_BYTES} bytes (limit MAX_HEAD_BYTES).",
+    "request_header_fields_too_large",
+)
+
+
 class _Rebuilt(type):
     """The metaclass of the bounded protocols: a class made at run time has no importable name,
     so pickle (uvicorn sends its config to spawned workers by pickle) is told to rebuild it from
     its parameters instead (registered with :mod:`copyreg` below)."""
 
-    parameters: tuple[float, int]
+    parameters: tuple[float, int, float]
 
 
-def _rebuild(cls: _Rebuilt) -> tuple[Any, tuple[float, int]]:
+def _rebuild(cls: _Rebuilt) -> tuple[Any, tuple[float, int, float]]:
     return _http_protocol, cls.parameters
 
 
 copyreg.pickle(_Rebuilt, _rebuild)
 
 
-def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) -> type[asyncio.Protocol]:
-    """``base`` (uvicorn's httptools or h11 protocol) with the head timeout and the connection
-    cap. Both keep the request being answered in ``self.cycle``, a new object per request head
-    parsed: a timer armed while no head is pending fires harmlessly if a new cycle began since.
+def _bounded_protocol(
+    base: type[asyncio.Protocol], timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT
+) -> type[asyncio.Protocol]:
+    """``base`` (uvicorn's httptools or h11 protocol) with the head timeout and size, the body
+    timeout and the connection cap. Both keep the request being answered in ``self.cycle``, a
+    new object per request head parsed: a timer armed while no head is pending fires harmlessly
+    if a new cycle began since.
     Both answer through ``self.app`` and count open connections in ``self.connections`` (shared
-    by the server's connections)."""
+    by the server's connections), and both mark a request whose body is still coming with
+    ``cycle.more_body`` (and one answered with ``cycle.response_started``)."""
+    slow = _raw_answer(
+        408,
+        "Request Timeout",
+        f"The request body did not arrive within {body_timeout:g} seconds of its head (--body-timeout).",
+        "request_timeout",
+    )
     refusal = _overloaded(cap)
     headers = [
         (b"content-type", b"application/json"),
@@ -82,9 +129,14 @@ def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) ->
     ]
 
     class Bounded(base, metaclass=_Rebuilt):  # type: ignore[valid-type,misc]
-        parameters = (timeout, cap)
+        parameters = (timeout, cap, body_timeout)
         _head_timer: asyncio.TimerHandle | None = None
         _armed_for: object = None  # the cycle current when the timer was armed
+        _head_bytes = 0  # bytes received since the head now pending began
+        _tail = b""  # the last bytes of them: a blank line may straddle two reads
+        _body_timer: asyncio.TimerHandle | None = None
+        _body_for: Any = None  # the cycle whose body the body timer waits for
+        _seen_cycle: Any = None  # the last cycle (request head) this connection parsed
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -105,19 +157,65 @@ def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) ->
             self._arm()
 
         def data_received(self, data: bytes) -> None:
+            if self.transport.is_closing():
+                return  # answered 431 or 408 already: the rest is not read
+            cycle: Any = self.cycle
+            if self._head_timer is None and (cycle is None or cycle.response_complete) and data:
+                self._arm()  # the start of a next request on a kept-alive connection
+            if self._head_timer is not None and self._head_too_big(data):
+                self._disarm()
+                self.transport.write(_TOO_BIG)
+                self.transport.close()
+                return
             super().data_received(data)
             if self._head_timer is not None and self.cycle is not self._armed_for:
                 self._disarm()  # a whole head came: the request is being answered
             cycle = self.cycle
-            if self._head_timer is None and (cycle is None or cycle.response_complete) and data:
-                self._arm()  # the start of a next request on a kept-alive connection
+            if cycle is not self._seen_cycle:  # a new head was parsed
+                self._seen_cycle = cycle
+                self._watch_body()
+            if self._body_timer is not None and (cycle is not self._body_for or not cycle.more_body):
+                self._disarm_body()  # the whole body came
+
+        def _head_too_big(self, data: bytes) -> bool:
+            """Would the pending head, with ``data``, pass :data:`MAX_HEAD_BYTES`? Told before
+            the parser buffers it (h11 would fail first, httptools never): the head ends at its
+            blank line, and what follows it in the same read (a body) does not count."""
+            seen = self._tail + data
+            end = seen.find(b"\r\n\r\n")
+            size = self._head_bytes + (len(data) if end < 0 else end + 4 - len(self._tail))
+            self._head_bytes += len(data)
+            self._tail = seen[-3:]
+            return size > MAX_HEAD_BYTES
+
+        def _watch_body(self) -> None:
+            cycle: Any = self.cycle
+            if cycle is not None and getattr(cycle, "more_body", False) and self._body_timer is None:
+                self._body_for = cycle
+                self._body_timer = asyncio.get_running_loop().call_later(body_timeout, self._body_timed_out)
+
+        def _disarm_body(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timed_out(self) -> None:
+            self._body_timer = None
+            cycle: Any = self.cycle
+            if cycle is not self._body_for or cycle is None or not cycle.more_body or self.transport.is_closing():
+                return
+            if not cycle.response_started:
+                self.transport.write(slow)
+            self.transport.close()  # the app's receive() gets http.disconnect
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._disarm_body()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
             self._armed_for = self.cycle
+            self._head_bytes, self._tail = 0, b""
             self._head_timer = asyncio.get_running_loop().call_later(timeout, self._timed_out)
 
         def _disarm(self) -> None:
@@ -134,13 +232,13 @@ def _bounded_protocol(base: type[asyncio.Protocol], timeout: float, cap: int) ->
     return Bounded
 
 
-def _http_protocol(timeout: float, cap: int) -> type[asyncio.Protocol]:
+def _http_protocol(timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT) -> type[asyncio.Protocol]:
     """The HTTP protocol uvicorn's ``http="auto"`` picks (httptools when installed), bounded."""
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
     except ImportError:  # pragma: no cover - httptools ships with uvicorn[standard]
         from uvicorn.protocols.http.h11_impl import H11Protocol as Base  # type: ignore[assignment]
-    return _bounded_protocol(Base, timeout, cap)
+    return _bounded_protocol(Base, timeout, cap, body_timeout)
 
 
 def uvicorn_config(
@@ -151,6 +249,7 @@ def uvicorn_config(
     *,
     header_timeout: float = HEADER_TIMEOUT,
     max_connections: int = MAX_CONNECTIONS,
+    body_timeout: float = BODY_TIMEOUT,
     shutdown_timeout: float = SHUTDOWN_TIMEOUT,
     **overrides: Any,
 ) -> uvicorn.Config:
@@ -166,7 +265,9 @@ def uvicorn_config(
         "log_level": log_level,
         "access_log": False,
         "loop": "auto",
-        "http": _http_protocol(header_timeout, max_connections),
+        "http": _http_protocol(header_timeout, max_connections, body_timeout),
+        # h11 (when it is the parser) stops at 16 KiB with a bare 400: above ours, ours answers.
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES + 4096,
         "lifespan": "on",
         "timeout_keep_alive": KEEP_ALIVE,
         "timeout_graceful_shutdown": shutdown_timeout,

@@ -30,6 +30,7 @@ from mockserver.faults.catalogue import CATALOGUE
 from mockserver.faults.journal import verdicts
 from mockserver.faults.rules import Rule, RuleFieldError
 from mockserver.http.auth import admin_problem
+from mockserver.schemas.common import refuse_unencodable
 from mockserver.state.sync import CLOCK_KEY, shared_time
 from mockserver.wire import headers as h
 from mockserver.wire.json import dumps, parse_json
@@ -85,7 +86,9 @@ def _scoped(item: Mapping[str, Any], session: str | None) -> dict[str, Any]:
 
 async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
-    return parse_json(raw) if raw.strip() else {}
+    data = parse_json(raw) if raw.strip() else {}
+    refuse_unencodable(data, "")  # a lone surrogate is no text any state engine can keep: 400
+    return data
 
 
 async def faults(request: Request, ctx: ServerContext) -> Any:
@@ -158,8 +161,10 @@ async def _rule_list(request: Request) -> list[Any]:
         except (ValueError, UnicodeDecodeError):
             pass  # parse_json answers OpenAI's 400 for a body that is not JSON
         else:
+            refuse_unencodable(items, "")
             return list(items)
     data = parse_json(raw)
+    refuse_unencodable(data, "")
     return list(data["rules"]) if list(data) == ["rules"] and isinstance(data["rules"], list) else [data]
 
 

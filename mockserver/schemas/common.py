@@ -8,7 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mockserver.errors import ECHO, InvalidRequest, clip
 
-__all__ = ["MAX_STOP", "GenerationFields", "StreamOptions", "WireModel", "invalid_request", "stop_tuple", "validated"]
+__all__ = [
+    "MAX_STOP",
+    "GenerationFields",
+    "StreamOptions",
+    "WireModel",
+    "invalid_request",
+    "refuse_unencodable",
+    "stop_tuple",
+    "unencodable",
+    "validated",
+]
 
 MAX_STOP = 4  # OpenAI accepts at most four stop sequences
 
@@ -94,6 +104,56 @@ def validated(model: type[_M], data: Any) -> _M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise invalid_request(exc) from None
+    except UnicodeEncodeError:  # pydantic-core met a lone surrogate where it needs text (a tag)
+        refuse_unencodable(data, "")
+        raise
+
+
+def unencodable(value: Any, path: str) -> str | None:
+    """Where in ``value`` (a parsed JSON body or part of one, at ``path``) the first string —
+    a value or an object's key — is no UTF-8-encodable text: JSON may escape half a surrogate
+    pair (``"\\ud800"``), which no answer, store or log can write. None: there is none."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if not _text(item):
+                return where
+        elif isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                at = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and not _text(key):
+                    return _shown(at)
+                stack.append((inner, at))
+        elif isinstance(item, list | tuple):
+            stack.extend((inner, f"{where}[{i}]") for i, inner in reversed(list(enumerate(item))))
+    return None
+
+
+def _text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str) -> str:
+    """``text`` as a message or ``param`` may carry it: a lone surrogate as its ``\\u`` escape."""
+    return text if _text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def refuse_unencodable(value: Any, path: str) -> None:
+    """A 400 naming the field of ``value`` that holds no valid Unicode (see :func:`unencodable`)."""
+    where = unencodable(value, path)
+    if where is not None:
+        where = _shown(where)
+        raise InvalidRequest(
+            f"Invalid value for '{where}': it is not valid Unicode (a lone surrogate escape such as \\ud800).",
+            param=where,
+        )
 
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:
@@ -102,10 +162,11 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
     the body says what is wrong (``input[0].role``), not "should be a valid string"."""
     errors = exc.errors(include_url=False)
     error = max(errors, key=lambda e: len(e["loc"]))  # the first of the deepest
-    param = _param(tuple(error["loc"]))
+    found = _param(tuple(error["loc"]))
+    param = _shown(found) if found is not None else None  # a key may hold a lone surrogate
     if error["type"] == "missing":
         return InvalidRequest(f"Missing required parameter: '{param}'.", param=param)
-    message = str(error["msg"])
+    message = _shown(str(error["msg"]))
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     # pydantic may quote the input (a union's unknown tag): a short prefix of it at most.

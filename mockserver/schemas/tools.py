@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mockserver.errors import InvalidRequest
-from mockserver.schemas.common import WireModel
+from mockserver.schemas.common import WireModel, refuse_unencodable
 from mockserver.spine.request import JsonFormat, Tool
 
 __all__ = [
@@ -74,6 +74,7 @@ class ResponseFormat(WireModel):
 def _checked(schema: dict[str, Any], param: str, strict: bool) -> dict[str, Any]:
     from mockserver.fakejson.generate import check_schema
 
+    refuse_unencodable(schema, param)  # names, ``required`` and ``enum`` go into answers and keys
     check_schema(schema, param, strict=strict)
     return schema
 

@@ -11,6 +11,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
@@ -303,3 +304,68 @@ def error_envelope(payload: Any) -> Json:
     assert isinstance(error.get("message"), str) and error["message"], f"no message: {payload!r}"
     assert isinstance(error.get("type"), str) and error["type"], f"no type: {payload!r}"
     return error
+
+
+# ---- /health while a client abuses the server ----------------------------------------------
+
+
+class HealthProbe:
+    """``/health`` latencies, sampled from a thread on one keep-alive connection while the
+    block runs. A figure to print (``p99_ms``), never a timed assertion; what is asserted is
+    that every probe was answered 200."""
+
+    def __init__(self, url: str, pause: float = 0.005) -> None:
+        self.url = url.rstrip("/") + "/health"
+        self.pause = pause
+        self.samples: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health-probe", daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=120) as client:
+            while not self._stop.is_set():
+                start = time.perf_counter()
+                try:
+                    status = client.get(self.url).status_code
+                except httpx.HTTPError as exc:
+                    self.failures.append(type(exc).__name__)
+                    continue
+                self.samples.append(time.perf_counter() - start)
+                if status != 200:
+                    self.failures.append(str(status))
+                self._stop.wait(self.pause)
+
+    def __enter__(self) -> HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+    def rounds(self, least: int, samples: int = 50, most: int = 2000) -> Iterator[int]:
+        """0, 1, 2, …: at least ``least`` rounds of abuse, and on until the probe has
+        ``samples`` samples (so its p99 means something), never more than ``most``."""
+        for i in range(most):
+            if i >= least and len(self.samples) >= samples:
+                return
+            yield i
+
+    def figures(self) -> dict[str, float | int]:
+        """p50 / p99 / max in milliseconds, and how many samples."""
+        if not self.samples:
+            return {"n": 0}
+        ordered = sorted(self.samples)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+        return {
+            "n": len(ordered),
+            "p50_ms": round(statistics.median(ordered) * 1000, 1),
+            "p99_ms": round(p99 * 1000, 1),
+            "max_ms": round(ordered[-1] * 1000, 1),
+        }
+
+    def check(self) -> None:
+        """Every probe answered 200 (however slowly)."""
+        assert self.samples, "/health was never answered during the abuse"
+        assert not self.failures, f"/health failed during the abuse: {self.failures[:5]}"

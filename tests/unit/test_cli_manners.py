@@ -276,9 +276,11 @@ def test_the_bounded_protocol_reaches_a_worker_with_its_bounds() -> None:
 
     from mockserver.http.server import uvicorn_config
 
-    config = uvicorn_config("mockserver.cli:worker_app", header_timeout=3.5, max_connections=7, factory=True, workers=2)
+    config = uvicorn_config(
+        "mockserver.cli:worker_app", header_timeout=3.5, max_connections=7, body_timeout=4.5, factory=True, workers=2
+    )
     copy = pickle.loads(pickle.dumps(config))
-    assert copy.http is not config.http and copy.http.parameters == (3.5, 7)
+    assert copy.http is not config.http and copy.http.parameters == (3.5, 7, 4.5)
     assert copy.http.__mro__[1] is config.http.__mro__[1]  # type: ignore[union-attr]
 
 
