@@ -79,10 +79,48 @@ class APIError(Exception):
             return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
         if style == "fireworks":  # Fireworks: no param or code; the message names the parameter
             return {"error": {"object": "error", "type": self.type, "message": self.message}}
+        if style == "gemini":  # Google's: the status code, and its canonical name (google.rpc.Code)
+            status = _GOOGLE_STATUS.get(self.status, "INTERNAL" if self.status >= 500 else "INVALID_ARGUMENT")
+            return {"error": {"code": self.status, "message": self.message, "status": status}}
+        if style == "anthropic":  # Anthropic's: {"type": "error", "error": {"type", "message"}}, typed by status
+            kind = _ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
+            return {"type": "error", "error": {"type": kind, "message": self.message}}
         return envelope(self.message, self.type, self.param, self.code)
 
 
-ErrorStyle = Literal["openai", "vllm", "fireworks"]
+ErrorStyle = Literal["openai", "vllm", "fireworks", "gemini", "anthropic"]
+
+# Anthropic's error types by HTTP status (its "Errors" page); 529 is its "overloaded".
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+# Google's canonical status names for the HTTP statuses we answer with.
+_GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 _VLLM_TYPES = {
     400: "BadRequestError",

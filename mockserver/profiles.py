@@ -285,8 +285,71 @@ VLLM = Profile(
     root_routes=frozenset({"tokenize", "detokenize", "tokenizer_info"}),
 )
 
+# Google's Gemini API (generateContent): its request fields in both spellings Google's JSON
+# parser takes (camelCase and the proto's snake_case), plus what the route puts in the body it
+# reads (``model`` from the path, ``stream`` for ``:streamGenerateContent?alt=sse``).
+_GEMINI_GENERATE = _names(
+    "contents systemInstruction system_instruction generationConfig generation_config tools "
+    "toolConfig tool_config safetySettings safety_settings cachedContent cached_content labels "
+    "model stream"
+)
+
+GEMINI = Profile(
+    name="gemini",
+    notes=(
+        "Google's Gemini API (generativelanguage.googleapis.com), its own wire: models/{model}:generateContent, "
+        ":streamGenerateContent, :countTokens, :embedContent, :batchEmbedContents under /v1beta/ (and "
+        "/gemini/v1beta/, /gemini/v1/). Documented: candidateCount 1-8, Google's error body "
+        "{error: {code, message, status}}, unknown fields rejected. Undocumented, chosen: maxOutputTokens "
+        "unset fills the context; a function call ends a candidate with STOP, as Gemini's do."
+    ),
+    models=(
+        "gemini-2.5-flash",
+        "gemini-2.5-pro",
+        "gemini-2.5-flash-lite",
+        "gemini-2.0-flash",
+        "gemini-embedding-001",
+        "text-embedding-004",
+    ),
+    documented=_frozen({"completions": _GEMINI_GENERATE, "chat": _GEMINI_GENERATE}),
+    rejects_unknown=True,  # 'Invalid JSON payload received. Unknown name "…": Cannot find field.'
+    limits=_frozen({"candidateCount": 8, "logprobs": 20}),
+    default_max_tokens=_frozen({"completions": None, "chat": None}),
+    usage_details="none",
+    error_style="gemini",
+)
+
+# Anthropic's Messages API (POST /v1/messages), per the official SDK's MessageCreateParams; ``seed``
+# is ours (Anthropic has none): a raw client or ``extra_body`` pins an answer with it.
+_ANTHROPIC_MESSAGES = _names(
+    "model messages max_tokens system stop_sequences stream temperature top_p top_k tools tool_choice "
+    "thinking metadata service_tier output_config container context_management mcp_servers "
+    "inference_geo speed cache_control diagnostics thread seed"
+)
+
+ANTHROPIC = Profile(
+    name="anthropic",
+    notes=(
+        "Anthropic's Messages API, its own wire: /v1/messages, /v1/messages/count_tokens and /v1/models "
+        "at the root (/v1/messages*) and under /anthropic/. Documented: max_tokens required, temperature "
+        "0-1, Anthropic's error body {type: error, error: {type, message}} typed by status (529 "
+        "overloaded_error), unknown fields rejected. Chosen: a prompt and max_tokens over the window lower "
+        "max_tokens (Anthropic's max_tokens is a cap); usage.service_tier is 'standard'."
+    ),
+    models=("claude-sonnet-5", "claude-opus-5", "claude-haiku-4-5", "claude-sonnet-4-6"),
+    documented=_frozen({"completions": _ANTHROPIC_MESSAGES, "chat": _ANTHROPIC_MESSAGES}),
+    rejects_unknown=True,  # "extra_field: Extra inputs are not permitted"
+    default_max_tokens=_frozen({"completions": None, "chat": None}),
+    truncate_by_default=True,
+    service_tiers=frozenset({"auto", "standard_only"}),
+    service_tier_served=_frozen({"auto": "standard", "standard_only": "standard"}),
+    default_service_tier="standard",
+    usage_details="none",
+    error_style="anthropic",
+)
+
 PROFILES: Mapping[str, Profile] = _frozen(
-    {p.name: p for p in (OPENAI, FIREWORKS, TOGETHER, NEBIUS, NEBUL, NEBULABLOCK, TOKENHUB, VLLM)}
+    {p.name: p for p in (OPENAI, FIREWORKS, TOGETHER, NEBIUS, NEBUL, NEBULABLOCK, TOKENHUB, VLLM, GEMINI, ANTHROPIC)}
 )
 
 

@@ -29,7 +29,7 @@ from typing import Literal
 
 from mockserver.spine.seeding import digest
 
-__all__ = ["CATALOGUE", "Fault", "FaultError", "FaultKind", "parse", "request_rng"]
+__all__ = ["CATALOGUE", "MAX_SPEC_CHARS", "MAX_TERMS", "Fault", "FaultError", "FaultKind", "parse", "request_rng"]
 
 FaultKind = Literal["http", "transport", "stream", "content", "latency"]
 
@@ -66,6 +66,9 @@ CATALOGUE: Mapping[str, Definition] = MappingProxyType(
         "http.502": Definition("http", "502 with an HTML body, as a proxy sends it"),
         "http.503": Definition("http", "503 overloaded", "retry_after", _d(retry_after=0.0)),
         "http.504": Definition("http", "504 gateway timeout"),
+        "http.529": Definition(
+            "http", "529 `overloaded_error` (Anthropic's overload)", "retry_after", _d(retry_after=0.0)
+        ),
         "http.should_retry": Definition(
             "http", "with an HTTP fault: `x-should-retry: true` (1) or `false` (0)", "value", _d(value=1.0)
         ),
@@ -176,14 +179,23 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
+# A spec's bounds. Every applied fault is marked on the request and echoed in
+# ``x-mockserver-faults``: 10,000 terms cost ~9 s a request and a ~200 KB header that httpx and
+# curl refuse to read. The catalogue has a few dozen names; a real spec has a handful of terms.
+MAX_TERMS = 32
+MAX_SPEC_CHARS = 2048
+
+
 def parse(spec: str) -> tuple[Fault, ...]:
-    """``"http.500@p=0.5; stream.cut_after=3"`` → faults; :class:`FaultError` on any mistake."""
-    faults = []
-    for raw in spec.split(";"):
-        text = raw.strip()
-        if text:
-            faults.append(_parse_one(text))
-    return tuple(faults)
+    """``"http.500@p=0.5; stream.cut_after=3"`` → faults; :class:`FaultError` on any mistake,
+    and for a spec past :data:`MAX_SPEC_CHARS` characters or :data:`MAX_TERMS` terms (naming
+    the limit), checked before any term is read."""
+    if len(spec) > MAX_SPEC_CHARS:
+        raise FaultError(f"a fault spec is at most {MAX_SPEC_CHARS} characters (limit MAX_SPEC_CHARS), not {len(spec)}")
+    terms = [text for text in (raw.strip() for raw in spec.split(";")) if text]
+    if len(terms) > MAX_TERMS:
+        raise FaultError(f"a fault spec has at most {MAX_TERMS} faults (limit MAX_TERMS), not {len(terms)}")
+    return tuple(_parse_one(text) for text in terms)
 
 
 def _parse_one(text: str) -> Fault:

@@ -63,6 +63,7 @@ _HTTP: dict[str, tuple[int, str, str | None, str]] = {
     "http.500": (500, "server_error", None, "The server had an error while processing your request. Sorry about that!"),
     "http.503": (503, "server_error", None, "The engine is currently overloaded, please try again later."),
     "http.504": (504, "server_error", None, "Gateway timeout."),
+    "http.529": (529, "overloaded_error", None, "Overloaded"),  # Anthropic's; worded by the answering profile
 }
 _BAD_GATEWAY = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -78,7 +79,7 @@ def http_error(fault: Fault, model: str | None) -> APIError | tuple[int, bytes, 
         return 502, _BAD_GATEWAY, "text/html"
     status, kind, code, text = _HTTP[fault.name]
     wait = fault.params.get("retry_after", 0.0)
-    headers = retry_headers(wait) if status in (429, 503) and (wait or status == 429) else {}
+    headers = retry_headers(wait) if status in (429, 503, 529) and (wait or status == 429) else {}
     if fault.name == "http.429":
         headers |= {
             "x-ratelimit-limit-requests": "3",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from starlette.types import Scope
 
@@ -85,10 +86,25 @@ def recording_problem(admin: Admin, scope: Scope) -> APIError | None:
     return admin_problem(admin, client[0] if client else None, scope["headers"], what, h.name(asked))
 
 
+def _google_key(scope: Scope) -> str | None:
+    """The key of a Gemini request: ``x-goog-api-key``, else the ``key`` query parameter."""
+    header: bytes | None = next((value for key, value in scope["headers"] if key == b"x-goog-api-key"), None)
+    if header is not None:
+        return header.decode("latin-1").strip()
+    query: bytes = scope.get("query_string", b"")
+    if b"key=" not in query:
+        return None
+    keys: list[str] = parse_qs(query.decode("latin-1")).get("key", [])
+    return keys[0] if keys else None
+
+
 def bearer_problem(keys: frozenset[str], scope: Scope) -> AuthenticationError | None:
     """401 unless the request's bearer token is one of ``keys`` (None: it is)."""
     header = next((value for key, value in scope["headers"] if key == b"authorization"), b"").decode("latin-1")
     scheme, _, token = header.partition(" ")
+    google = _google_key(scope) if not header else None
+    if google:  # Google's clients send the key as x-goog-api-key or ?key= (never as a bearer)
+        scheme, token = "bearer", google
     if scheme.lower() != "bearer" or not token.strip():
         return AuthenticationError(
             "You didn't provide an API key. You need to provide your API key in an Authorization "

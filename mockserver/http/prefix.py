@@ -18,6 +18,10 @@ answered as the ``openai`` profile:
 The first two need ``api-version``: without it Azure answers 404 "Resource not found", and so
 do we, naming the parameter. An ``api-key`` header stands for ``Authorization: Bearer`` on
 every ``/openai/`` path, as Azure takes either.
+
+Anthropic's Messages paths at the root (``/v1/messages``, ``/v1/messages/count_tokens``) are
+answered as the ``anthropic`` profile without a prefix, so their errors are Anthropic's too; on
+them and under ``/anthropic/`` an ``x-api-key`` header stands for ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ from mockserver.wire.scope import PROFILE_KEY
 
 __all__ = ["AZURE_PROFILE", "PROVIDER_ROOTS", "Prefixes", "Routed", "provider_path"]
 
+GEMINI_PROFILE = "gemini"  # Google's paths: /v1beta/… at the root, /gemini/v1beta/… and /gemini/v1/…
+GEMINI_ROOT = "v1beta"
+# Anthropic's paths: /v1/messages… at the root, everything under /anthropic/v1/…; its key may
+# come as x-api-key (older SDKs, curl) or Authorization: Bearer (the 2.x SDK).
+ANTHROPIC_PROFILE = "anthropic"
+ANTHROPIC_ROOT = "messages"
+ANTHROPIC_KEY = b"x-api-key"
 AZURE_PROFILE = "openai"  # Azure OpenAI serves OpenAI's models in OpenAI's wire format
 API_VERSION = "api-version"
 # The roots of the providers' own paths (OpenAI's /v1/; Google's /v1beta/): requests there pass
@@ -79,13 +90,34 @@ class Prefixes:
         head, slash, rest = path[1:].partition("/")
         name = self.prefixes.get(head) if slash else None
         if name is None:
+            if head == GEMINI_ROOT:  # Google's own root: its errors are Google's too
+                return Routed({**scope, PROFILE_KEY: GEMINI_PROFILE})
+            if head == "v1" and (rest == ANTHROPIC_ROOT or rest.startswith(ANTHROPIC_ROOT + "/")):
+                # Anthropic's own paths at the root: answered (and errors worded) as Anthropic. The
+                # path stays as it is, so the scope is noted in place (a hot path: no copy).
+                scope[PROFILE_KEY] = ANTHROPIC_PROFILE
+                return Routed(_with_api_key(scope, ANTHROPIC_KEY))
             return Routed(scope)
+        if name == GEMINI_PROFILE:
+            return _gemini(scope, rest)
         if rest.startswith("v1/") or rest in self.roots[name]:
             scope = {**scope, "path": "/" + rest, "raw_path": ("/" + rest).encode(), PROFILE_KEY: name}
+            if name == ANTHROPIC_PROFILE:
+                return Routed(_with_api_key(scope, ANTHROPIC_KEY))
             return Routed(_with_api_key(scope) if name == AZURE_PROFILE else scope)
         if name != AZURE_PROFILE:
             return Routed(scope)
         return _azure(scope, rest)
+
+
+def _gemini(scope: Scope, rest: str) -> Routed:
+    """``/gemini/v1beta/…`` and ``/gemini/v1/…`` (google-genai's default version) as Google's
+    ``/v1beta/…``: one set of routes serves both versions (and ``/v1/…`` stays OpenAI's)."""
+    version, _, tail = rest.partition("/")
+    if version not in ("v1", GEMINI_ROOT):
+        return Routed({**scope, PROFILE_KEY: GEMINI_PROFILE})  # answered 404, in Google's words
+    target = f"/{GEMINI_ROOT}/{tail}"
+    return Routed({**scope, "path": target, "raw_path": target.encode(), PROFILE_KEY: GEMINI_PROFILE})
 
 
 def _azure(scope: Scope, rest: str) -> Routed:
@@ -100,11 +132,11 @@ def _azure(scope: Scope, rest: str) -> Routed:
     return Routed(scope, deployment=deployment or None)
 
 
-def _with_api_key(scope: Scope) -> Scope:
-    """``api-key: K`` as ``Authorization: Bearer K`` (unless an Authorization is sent too),
-    so the bearer check, the journal and recordings see one kind of key."""
+def _with_api_key(scope: Scope, header: bytes = b"api-key") -> Scope:
+    """``api-key: K`` (Azure's; Anthropic's ``x-api-key``) as ``Authorization: Bearer K`` (unless
+    an Authorization is sent too), so the bearer check, the journal and recordings see one kind of key."""
     headers: list[tuple[bytes, bytes]] = scope["headers"]
-    key = next((value for name, value in headers if name == b"api-key"), None)
+    key = next((value for name, value in headers if name == header), None)
     if key is None or any(name == b"authorization" for name, _ in headers):
         return scope
     return {**scope, "headers": [*headers, (b"authorization", b"Bearer " + key.strip())]}

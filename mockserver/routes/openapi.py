@@ -16,8 +16,9 @@ from typing import Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from mockserver.routes.gemini import endpoints as gemini_routes
 from mockserver.routes.responses.compact import CompactRequest
-from mockserver.schemas import outputs
+from mockserver.schemas import anthropic, gemini, outputs
 from mockserver.schemas.chat import ChatRequest
 from mockserver.schemas.completions import CompletionRequest
 from mockserver.schemas.embeddings import EmbeddingRequest
@@ -76,6 +77,8 @@ def _body(properties: Json, required: tuple[str, ...] = ()) -> Json:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+_GEMINI_POST: Json = {**gemini.OPENAPI_BODY, "responses": gemini.OPENAPI_RESPONSES}
+
 _PAGE = (
     Param("after", "query", {"type": "string"}, "Continue after this id."),
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
@@ -111,6 +114,19 @@ OPERATIONS: list[Operation] = [
               "chat", response=outputs.ChatMessageList, params=(_id("completion_id"), *_PAGE)),
     Operation("post", "/v1/completions", "Create a completion", "completions", CompletionRequest,
               outputs.Completion, stream=outputs.Completion),
+    Operation("post", "/v1/messages", "Anthropic: create a message (also under /anthropic/)", "anthropic",
+              anthropic.AnthropicRequest, extra={"responses": anthropic.OPENAPI_RESPONSES}),
+    Operation("post", "/v1/messages/count_tokens", "Anthropic: count a message's input tokens", "anthropic",
+              anthropic.CountTokensRequest, extra={"responses": anthropic.OPENAPI_RESPONSES}),
+    Operation("post", "/v1beta/models/{name}", "Gemini: models/{model}:generateContent, :streamGenerateContent "
+              "(?alt=sse), :countTokens, :embedContent, :batchEmbedContents (also under /gemini/v1beta/, /gemini/v1/)",
+              "gemini", params=(_id("name"),), extra=_GEMINI_POST),
+    *(Operation("post", path, "Gemini: the template's method on a listed model's fixed path", "gemini",
+                extra=_GEMINI_POST) for path in gemini_routes.FIXED),
+    Operation("get", "/v1beta/models", "Gemini: list the models", "gemini",
+              extra={"responses": gemini.OPENAPI_RESPONSES}),
+    Operation("get", "/v1beta/models/{name}", "Gemini: retrieve a model", "gemini", params=(_id("name"),),
+              extra={"responses": gemini.OPENAPI_RESPONSES}),
     Operation("post", "/v1/responses", "Create a response", "responses", ResponsesRequest, outputs.ResponseObject,
               stream=outputs.ResponseStreamEvent),
     Operation("post", "/v1/responses/input_tokens", "Count a response's input tokens", "responses",

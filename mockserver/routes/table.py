@@ -19,6 +19,8 @@ from mockserver.routes import (
     moderations,
     tokenize,
 )
+from mockserver.routes.anthropic import endpoints as anthropic
+from mockserver.routes.gemini import endpoints as gemini
 from mockserver.routes.handler import Family, Handler, deliver_with, handle, replayable
 from mockserver.routes.responses import compact
 from mockserver.routes.responses import endpoints as responses
@@ -27,7 +29,8 @@ __all__ = ["CHAT", "COMPLETIONS", "GENERATION", "routes"]
 
 CHAT = Family(chat.CODEC, deliver_with(chat.CODEC))
 COMPLETIONS = Family(completions.CODEC, deliver_with(completions.CODEC))
-GENERATION = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})  # POST: the spine's
+# POST: the spine's.
+GENERATION = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"})
 
 
 def endpoint(family: Family) -> Handler:
@@ -46,8 +49,11 @@ def routes(recorded: bool = False) -> list[BaseRoute]:
         # The generation endpoints first: the router tries routes in order, and these are hot.
         Route("/v1/chat/completions", endpoint(CHAT), methods=["POST"]),
         Route("/v1/completions", endpoint(COMPLETIONS), methods=["POST"]),
+        # Google's /v1beta/models/… (its path names the model, so the router matches it: early, as it is hot).
+        *gemini.routes(recorded),
         Route("/health", health.health, methods=["GET"]),
         Route("/openapi.json", docs.openapi_json, methods=["GET"]),
+        *anthropic.routes(),  # /v1/messages…; /v1/models in Anthropic's shape when asked as Anthropic
         Route("/v1/models", models.list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", models.retrieve_model, methods=["GET"]),
         Route("/v1/models/{model:path}", models.delete_model, methods=["DELETE"]),

@@ -1,0 +1,125 @@
+"""What a scripted Gemini answer costs beside a scripted chat answer, on one server, in one run:
+``python bench/wires_gemini.py [--duration S] [--concurrency 1,16] [--rounds N]``.
+
+One ``mockserver serve --backend script`` process with one scripted rule (bench/spine.py's
+24-token text, no ``match``) answers both wires: ``POST /v1/chat/completions`` and
+``POST /v1beta/models/gemini-2.5-flash:generateContent``, plain and streamed (chat's
+``stream: true``; Gemini's ``:streamGenerateContent?alt=sse``). The wires take turns, round
+after round, so drift on a shared machine falls on both alike. Load is ``wrk`` (closed loop,
+after a warm-up); the figure is the server's CPU per request (utime + stime from ``/proc`` over
+the window, over the requests answered), and the ratio Gemini / chat of its median over the
+rounds. Issue 29 asks for a ratio within 1.10.
+
+Figures describe one machine at one moment: they go into issue notes and README tables, never
+into test assertions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import tempfile
+from contextlib import ExitStack
+from typing import Any
+
+from bench import procs, spine
+
+PROMPT = spine.PROMPT
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": (
+        "/v1/chat/completions",
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}]},
+    ),
+    "gemini": (
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+    ),
+    "chat stream": (
+        "/v1/chat/completions",
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": PROMPT}], "stream": True},
+    ),
+    "gemini stream": (
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+    ),
+}
+PAIRS = (("chat", "gemini"), ("chat stream", "gemini stream"))
+_LUA = """wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def _wrk(port: int, path: str, body: dict[str, Any], concurrency: int, seconds: float, workdir: Path) -> int:
+    """Requests answered (a non-2xx answer stops the run: it would measure an error path)."""
+    script = workdir / "body.lua"
+    script.write_text(_LUA % json.dumps(body))
+    out = subprocess.run(
+        [
+            "wrk",
+            f"-t{1 if concurrency == 1 else 2}",
+            f"-c{concurrency}",
+            f"-d{max(1, round(seconds))}s",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}{path}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
+    ).stdout
+    done = re.search(r"(\d+) requests in", out)
+    assert done is not None and "Non-2xx" not in out, out
+    return int(done.group(1))
+
+
+def cpu_per_request(server: procs.Server, case: str, concurrency: int, seconds: float, workdir: Path) -> float:
+    """Milliseconds of the server's CPU per answer of ``case``."""
+    path, body = CASES[case]
+    _wrk(server.port, path, body, concurrency, 1, workdir)  # warm-up
+    before = spine._cpu(server.pid)
+    answered = _wrk(server.port, path, body, concurrency, seconds, workdir)
+    return (spine._cpu(server.pid) - before) / max(1, answered) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds per measured window")
+    parser.add_argument("--concurrency", default="1,16", help="comma-separated wrk connection counts")
+    parser.add_argument("--rounds", type=int, default=3, help="turns each wire takes per cell")
+    args = parser.parse_args()
+    text = spine._scripted_text()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        argv = procs.mockserver_command(procs.free_port(), extra=["--backend", "script"])
+        server = stack.enter_context(procs.running("scripted", argv))
+        status, answer = procs.request(server.port, "POST", "/__mockserver/answers", {"text": text})
+        assert status == 200, answer
+        for case, (path, body) in CASES.items():  # each answers the scripted text, 200
+            status, answer = procs.request(server.port, "POST", path, body)
+            assert status == 200 and (b"shipped" in answer or "stream" in case), (case, answer[:300])
+        print("| wires | concurrency | chat ms CPU/request | gemini ms CPU/request | gemini / chat |")
+        print("| --- | --- | --- | --- | --- |")
+        for pair in PAIRS:
+            for concurrency in levels:
+                seen: dict[str, list[float]] = {case: [] for case in pair}
+                for _ in range(args.rounds):
+                    for case in pair:
+                        seen[case].append(cpu_per_request(server, case, concurrency, args.duration, Path(tmp)))
+                chat, gemini = (statistics.median(seen[case]) for case in pair)
+                shape = "streamed" if "stream" in pair[0] else "plain"
+                print(f"| {shape} | {concurrency} | {chat:.3f} | {gemini:.3f} | {gemini / chat:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

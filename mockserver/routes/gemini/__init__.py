@@ -1,0 +1,1 @@
+"""Google's Gemini API (``generateContent`` and its siblings) over the one engine."""
