@@ -6,7 +6,11 @@ Servers, each its own process, started the way users start them:
 * **ceiling** — ``bench/ceiling.py`` under uvicorn (uvloop, httptools): parse a JSON body,
   answer a small fixed object. The fastest a Starlette handler answers here.
 * **scripted** — ``mockserver serve`` with one scripted rule (``{"text": …}`` of 24 tokens,
-  no ``match``) added over the admin API: every chat request gets that answer.
+  no ``match``) added over the admin API: every chat request gets that answer. Measured
+  *plain* and *stream* with one body sent again and again (what a server remembers of a body
+  it has read — its validation, its played events, its encoded answer within the second — is
+  reused, as it is for a test suite asking the same thing again), and *varied*: every body its
+  own (a number after the prompt), so nothing remembered is reused.
 * **replay** — ``mockserver serve --cassettes DIR`` over a cassette recorded in this run by a
   recording mockserver proxying a reference one.
 * **reference** — ``mockserver serve``: the model samples a 16-token answer.
@@ -59,7 +63,7 @@ TOKENS = 24  # of the scripted answer
 @dataclass
 class Cell:
     server: str
-    shape: str  # "plain" or "stream"
+    shape: str  # "plain", "stream", or "varied" (plain, every body its own)
     concurrency: int
     requests: int
     seconds: float
@@ -92,10 +96,35 @@ wrk.body = [[%s]]
 wrk.headers["Content-Type"] = "application/json"
 """
 
+# Every request's body its own (a number after the prompt, unique across wrk's threads): what
+# the server remembers of a body it has read before is never reused.
+_VARIED = """wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+function init(args)
+  n = id * 1000000000
+end
+function request()
+  n = n + 1
+  return wrk.format(nil, nil, nil, [[%s]] .. n .. [[%s]])
+end
+"""
+VARY = "@@N@@"  # where the request's number goes (JSON keeps it as it is; no prompt holds it)
 
-def _wrk(port: int, body: dict[str, Any], concurrency: int, seconds: float, workdir: Path) -> dict[str, float]:
+
+def _wrk(
+    port: int, body: dict[str, Any], concurrency: int, seconds: float, workdir: Path, varied: bool = False
+) -> dict[str, float]:
     script = workdir / "body.lua"
-    script.write_text(_LUA % json.dumps(body))
+    if varied:
+        head, tail = json.dumps(_varied(body)).split(VARY)
+        script.write_text(_VARIED % (head, tail))
+    else:
+        script.write_text(_LUA % json.dumps(body))
     threads = 1 if concurrency == 1 else 2
     out = subprocess.run(
         [
@@ -121,6 +150,13 @@ def _wrk(port: int, body: dict[str, Any], concurrency: int, seconds: float, work
     return {"requests": requests, "p50": _ms(out, "50%"), "p99": _ms(out, "99%"), "errors": errors}
 
 
+def _varied(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a place for the request's number at the end of its last message."""
+    messages = [dict(m) for m in body["messages"]]
+    messages[-1]["content"] = f"{messages[-1]['content']} #{VARY}"
+    return {**body, "messages": messages}
+
+
 def _ms(out: str, label: str) -> float:
     found = re.search(rf"{re.escape(label)}\s+([\d.]+)(us|ms|s)\b", out)
     if found is None:
@@ -139,10 +175,11 @@ def measure(
     seconds: float,
     warmup: float,
     workdir: Path,
+    varied: bool = False,
 ) -> Cell:
-    _wrk(port, body, concurrency, warmup, workdir)
+    _wrk(port, body, concurrency, warmup, workdir, varied)
     before, started = _cpu(pid), time.perf_counter()
-    got = _wrk(port, body, concurrency, seconds, workdir)
+    got = _wrk(port, body, concurrency, seconds, workdir, varied)
     elapsed, cpu = time.perf_counter() - started, _cpu(pid) - before
     n = max(1, int(got["requests"]))
     return Cell(
@@ -280,6 +317,21 @@ def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple
                         name, server.pid, server.port, body, "plain", concurrency, args.duration, args.warmup, workdir
                     )
                 )
+            # The scripted answer to bodies never seen before (nothing remembered is reused).
+            cells.append(
+                measure(
+                    "scripted",
+                    scripted.pid,
+                    scripted.port,
+                    chat,
+                    "varied",
+                    concurrency,
+                    args.duration,
+                    args.warmup,
+                    workdir,
+                    varied=True,
+                )
+            )
             for name, server, body in streams:
                 cells.append(
                     measure(

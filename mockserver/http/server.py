@@ -160,8 +160,11 @@ def _bounded_protocol(
             if self.transport.is_closing():
                 return  # answered 431 or 408 already: the rest is not read
             cycle: Any = self.cycle
-            if self._head_timer is None and (cycle is None or cycle.response_complete) and data:
-                self._arm()  # the start of a next request on a kept-alive connection
+            idle = cycle is None or (cycle.response_complete and not getattr(cycle, "more_body", False))
+            if self._head_timer is None and idle and data:
+                # The start of a next request on a kept-alive connection (not the rest of a body
+                # the answer did not wait for: the parser discards that, and it is no head).
+                self._arm()
             if self._head_timer is not None and self._head_too_big(data):
                 self._disarm()
                 self.transport.write(_TOO_BIG)
