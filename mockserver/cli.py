@@ -66,7 +66,7 @@ NAMED_CHOICES: dict[str, tuple[str, ...]] = {"profile": tuple(PROFILES), "log_le
 # Strings with a grammar rather than a list of names: shown as their forms in --help.
 FORMS: dict[str, str] = {
     "replay_timing": "{instant,recorded,scaled:X}",
-    "state": "{memory,sqlite:PATH,redis://HOST:PORT/DB}",
+    "state": "{memory,sqlite:PATH,redis[s]://HOST:PORT/DB,redis[s]+cluster://HOST:PORT[,…],redis+sentinel://HOST:PORT/SERVICE}",
     "store": "{memory,sqlite:PATH,redis://HOST:PORT/DB}",
 }
 

@@ -23,6 +23,8 @@ from mockserver.wire import headers as h
 
 __all__ = ["Exchange"]
 
+ANTHROPIC_ID = b"request-id"  # Anthropic's name for x-request-id
+
 
 class Exchange:
     """``send`` for one request. Not slotted: :func:`~mockserver.http.link.find_transport` finds
@@ -93,7 +95,10 @@ class Exchange:
                 elif key.lower() == HEADER:
                     stamped = True  # a recording's own id is kept
             if not stamped:
-                headers = [*headers, (HEADER, id_of(self.running).encode())]
+                rid = id_of(self.running).encode()
+                headers = [*headers, (HEADER, rid)]
+                if self.profile == "anthropic" and all(k != ANTHROPIC_ID for k, _ in headers):
+                    headers.append((ANTHROPIC_ID, rid))  # what Anthropic's SDKs read, errors included
             message = {**message, "headers": headers}
         elif kind == "http.response.body":
             last = not message.get("more_body", False)

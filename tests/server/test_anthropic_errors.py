@@ -218,3 +218,13 @@ def test_sampling_parameters_are_honoured_when_sent(live: Live, sampling: dict[s
     greedy = {_post(live, {**body, **sampling, "seed": s}).json()["content"][0]["text"] for s in (1, 2, 3)}
     sampled = {_post(live, {**body, "seed": s}).json()["content"][0]["text"] for s in (1, 2, 3)}
     assert len(greedy) == 1 and len(sampled) > 1
+
+
+def test_an_error_carries_request_id_as_anthropic_names_it(live: Live) -> None:
+    """Anthropic's SDKs read ``request-id`` (an error's too: ``APIStatusError.request_id``),
+    the same value as ``x-request-id``, once."""
+    for answer in (_post(live, {**GOOD, "messages": []}), _post(live, GOOD, **{"x-api-key": "sk-ant-wrong"})):
+        assert answer.status_code in (400, 401), answer.text
+        assert answer.headers.get_list("request-id") == [answer.headers["x-request-id"]]
+    ok = _post(live, GOOD)
+    assert ok.status_code == 200 and ok.headers.get_list("request-id") == [ok.headers["x-request-id"]]
