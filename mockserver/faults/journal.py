@@ -140,9 +140,8 @@ class Entry:
         return self._truncated
 
     def read(self) -> Entry:
-        """This entry as it stands, its body read (a copy: the journal keeps the bytes)."""
-        if self._raw is None:
-            return self
+        """This entry as it stands (a copy: what the request writes on from here is not in
+        it); its body is read from the bytes when first asked for, in the copy."""
         copy = Entry(
             self.id,
             self.time,
@@ -150,7 +149,7 @@ class Entry:
             self.path,
             self.session,
             self.retry_attempt,
-            None,
+            self._body,
             list(self.faults),
             self.status,
             self.seed,
@@ -160,9 +159,10 @@ class Entry:
             self.ended,
             self.duration,
             self.body_bytes,
+            self._digest,
+            self._truncated,
             raw=self._raw,
         )
-        copy._read()
         return copy
 
     def kept_bytes(self) -> int:

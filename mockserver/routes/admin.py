@@ -13,6 +13,7 @@ rule: a body's ``"session": null`` under a session header is scoped to the heade
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -50,7 +51,7 @@ def _admin(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         if problem is not None:
             raise problem
         body = await handler(request, ctx)
-        return Response(dumps(body), media_type="application/json")
+        return Response(body if isinstance(body, bytes) else dumps(body), media_type="application/json")
 
     return endpoint
 
@@ -183,7 +184,11 @@ async def journal(request: Request, ctx: ServerContext) -> Any:
         await ctx.chaos.journal.aclear(session)
         return {"cleared": True}
     entries = await ctx.chaos.journal.aentries(session)
-    return {"entries": [e.to_json() for e in entries], "verdicts": verdicts(entries)}
+    # Read and written in a thread: the journal keeps bodies as bytes, read when asked for,
+    # and thousands of big ones would hold the event loop for seconds.
+    return await asyncio.to_thread(
+        lambda: dumps({"entries": [e.to_json() for e in entries], "verdicts": verdicts(entries)})
+    )
 
 
 async def clock(request: Request, ctx: ServerContext) -> Any:
