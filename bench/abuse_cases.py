@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from bench.abuse import Probe, _status
+from bench.probe import Probe, _status
 from tests.support.live import ROOT, free_port, stop, wait_healthy
 
 __all__ = ["measure_round3", "round3_table"]

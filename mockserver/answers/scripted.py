@@ -405,6 +405,7 @@ def _label(item: Any) -> str:
                 return f" ({key} {item[key]!r})"
     return ""
 
+
 # What a rules file may expand to, aliases followed: PyYAML shares an aliased node, but every
 # use of the rules walks it again — a 700-byte alias bomb built a 70 MB string and aborted the
 # process. The composed graph is measured (each node once, by identity) before it is built.
@@ -452,4 +453,3 @@ def _children(node: Any) -> list[Any]:
     if isinstance(value, list):
         return [c for pair in value for c in (pair if isinstance(pair, tuple) else (pair,))]
     return []
-

@@ -188,9 +188,7 @@ class Index:
         pairs = parse_qsl(parts.query, keep_blank_values=True)
         # Values redacted as a recording's URI was (idempotent on a recorded one): a key-looking
         # value, or a credential header's value echoed in the query, matches its recording.
-        query = tuple(
-            sorted((k, redact_text(v)) for k, v in pairs if not secret_parameter(k) and k not in self.ignore)
-        )
+        query = tuple(sorted((k, redact_text(v)) for k, v in pairs if not secret_parameter(k) and k not in self.ignore))
         body = redact_bytes(body)
         obj = _json_object(body)
         if obj is None:

@@ -185,7 +185,14 @@ _SEP = r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?"  # name and value: 
 _JSON_NAME = (
     r"(?!(?i:access-control-|" + _NAME + r"rate-?limit))(?:" + _NAME + r"(?i:passw(?:or)?d|secret"
     r"|(?:api|secret|private|access)[_-]?key|(?:access|refresh|auth|id|bearer|session)[_-]?token|credentials?)"
-    r"|[A-Za-z0-9_.]" + _RUN + "-" + _NAME + r"?(?i:" + _CREDENTIAL_WORDS + r")" + _NAME
+    r"|[A-Za-z0-9_.]"
+    + _RUN
+    + "-"
+    + _NAME
+    + r"?(?i:"
+    + _CREDENTIAL_WORDS
+    + r")"
+    + _NAME
     + r"|(?i:authorization|cookie|openai-organization|openai-project))"
 )
 _PEM_BODY = r"(?:(?!-----END)(?:[A-Za-z0-9+/=\s:,.-]|\\{1,3}[rnt]))+"  # newlines escaped once per JSON level

@@ -23,6 +23,7 @@ from mockserver.wire import headers as h
 
 __all__ = ["LOOPBACK", "Admin", "admin_problem", "bearer_problem", "recording_problem", "same_token"]
 
+
 @dataclass(frozen=True, slots=True)
 class Admin:
     """Who may use the admin API: loopback clients only unless ``remote``; a bearer ``token``."""
