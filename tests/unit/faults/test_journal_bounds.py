@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+import pytest
+
 from mockserver.faults.journal import BODY_DEPTH, BODY_KEPT, RETRYABLE, Entry, Journal, verdicts
 
 
@@ -181,3 +183,20 @@ def test_ten_thousand_identical_entries_are_judged_in_one_pass() -> None:
     took = time.perf_counter() - start
     assert judged["requests"] == 10_000 and len(judged["offending_entries"]["ignored_retry_after"]) == 9_999
     print(f"verdicts on 10,000 identical entries: {took * 1000:.1f} ms")  # (the pairwise way took ~13 s)
+
+
+def test_kept_bytes_stay_within_the_budget_oldest_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past JOURNAL_BYTES of kept bodies the oldest entries go, whatever the journal's size;
+    a clear gives the budget back."""
+    from mockserver.faults import journal as module
+
+    monkeypatch.setattr(module, "JOURNAL_BYTES", 10_000)
+    kept = Journal(size=1_000)
+    raw = b'{"pad": "' + b"x" * 990 + b'"}'  # 1,001 bytes, kept as bytes
+    for n in range(50):
+        kept.open(time=float(n), method="POST", path="/v1/chat/completions", session=None, retry_attempt=0, raw=raw)
+    entries = kept.entries()
+    assert len(entries) == 9 and [e.time for e in entries] == [float(n) for n in range(41, 50)]
+    assert entries[-1].body == {"pad": "x" * 990} and entries[-1].body_bytes == len(raw)
+    kept.clear()
+    assert kept.entries() == [] and kept._bytes == 0
