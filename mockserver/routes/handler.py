@@ -58,6 +58,8 @@ __all__ = [
     "deliver_completion",
     "deliver_with",
     "handle",
+    "ready_body",
+    "ready_frames",
     "recorded_response",
     "replayable",
     "stream_faults",
@@ -154,7 +156,12 @@ async def handle(request: Request, family: Family) -> Response:
     if eager:
         await ask.request()
     try:
-        by, first, stream = await ctx.engine.open(ask, plan)
+        # Opening waits for the first event: a queue or TTFT delay, a model's prefill. A client
+        # that leaves meanwhile is noticed there and nothing more is made for it (an answer made
+        # at once runs straight through: no listener).
+        by, first, stream = await unless_gone(request.receive, ctx.engine.open(ask, plan))
+    except ClientGone:
+        return abandoned(scope)
     except APIError as exc:
         if not eager:
             raise
@@ -317,22 +324,14 @@ async def deliver_completion(prepared: Prepared, opened: Opened, codec: Codec) -
         framing = Framing(named=False, done=True, style=call.profile.error_style)
         frames: AsyncIterator[Frame]
         if keep is None and isinstance(rest, Played) and rest.ready:
-            frames = _made_frames(codec, call, framing, opened, rest, prepared.read)
+            frames = ready_frames(prepared, opened.by, rest, framing, lambda made: _Framer(codec, call).all(made))
         else:
             frames = _frames(codec, call, opened.first, rest, keep)
         return event_stream(frames, framing, answer_headers(gen, opened.by), stream_faults(plan, link), link)
     assert opened.rest is not None
-    rest, read = opened.rest, prepared.read
-    if read is not None and keep is None and isinstance(rest, Played) and rest.ready:
-        # Made at once, for a body read before: the same events encode to the same bytes
-        # within the second they are created in (the events are counted all the same).
-        made, last = rest.made, read.answer
-        rest.drain()
-        if last is not None and last.events is made and last.by == opened.by and last.created == call.created:
-            body = last.body
-        else:
-            body = dumps(codec.encode(call, fold(opened.by, made)))
-            read.answer = _Encoded(opened.by, made, call.created, body)
+    rest = opened.rest
+    if keep is None and isinstance(rest, Played) and rest.ready:
+        body = ready_body(prepared, opened.by, rest, lambda result: dumps(codec.encode(call, result)))
         return _answer(gen, opened.by, body)
     try:
         result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, rest))
@@ -416,6 +415,13 @@ class _Framer:
         held, self.held = self.held, []
         return [*held, *self.codec.encode_end(self.call, self.result)]
 
+    def all(self, events: Sequence[Event]) -> list[ChunkFrame]:
+        """Every chunk of a stream made at once, the closing ones included."""
+        frames: list[ChunkFrame] = []
+        for event in events:
+            frames += self.feed(event)
+        return frames + self.end()
+
 
 async def _frames(
     codec: Codec,
@@ -451,7 +457,7 @@ class _Ready:
 
     __slots__ = ("_at", "_frames")
 
-    def __init__(self, frames: list[ChunkFrame] | list[bytes]) -> None:
+    def __init__(self, frames: list[Frame]) -> None:
         self._frames = frames
         self._at = 0
 
@@ -466,25 +472,39 @@ class _Ready:
         return self._frames[at]
 
 
-def _made_frames(
-    codec: Codec, call: Call, framing: Framing, opened: Opened, rest: Played, read: _Read | None
-) -> _Ready:
-    """Every frame of an answer made at once (a scripted one), made now; for a body read
-    before, as bytes remembered like a whole body's (see :func:`deliver_completion`)."""
-    made = rest.made
+def ready_body(prepared: Prepared, by: str, rest: Played, encode: Callable[[Result], bytes]) -> bytes:
+    """The body of an answer made at once (a scripted one, an unpaced replay's events), whatever
+    the family: its events taken without a wait per event (and counted), folded and ``encode``-d;
+    for a body read before, the same events (by identity: a backend hands out the same events for
+    the same request) from the same backend within the same second are the same bytes, so the
+    last ones are remembered on the read (see :func:`deliver_completion`)."""
+    made, read, created = rest.made, prepared.read, prepared.call.created
     rest.drain()  # counted as taken
     last = read.answer if read is not None else None
-    if last is not None and last.events is made and last.by == opened.by and last.created == call.created:
+    if last is not None and last.events is made and last.by == by and last.created == created and not last.frames:
+        return last.body
+    body = encode(fold(by, made))
+    if read is not None:
+        read.answer = _Encoded(by, made, created, body)
+    return body
+
+
+def ready_frames(
+    prepared: Prepared, by: str, rest: Played, framing: Framing, frames_of: Callable[[Sequence[Event]], Sequence[Frame]]
+) -> _Ready:
+    """Every frame of a stream made at once (``frames_of`` the answer's events: the family's
+    frames, the closing ones included), handed to the writer with no wait between them; for a
+    body read before, as bytes remembered like a whole body's (see :func:`ready_body`)."""
+    made, read, created = rest.made, prepared.read, prepared.call.created
+    rest.drain()
+    last = read.answer if read is not None else None
+    if last is not None and last.events is made and last.by == by and last.created == created and last.frames:
         return _Ready(list(last.frames))
-    framer = _Framer(codec, call)
-    frames: list[ChunkFrame] = []
-    for event in made:
-        frames += framer.feed(event)
-    frames += framer.end()
+    frames = frames_of(made)
     if read is None:
-        return _Ready(frames)
+        return _Ready(list(frames))
     encoded = tuple(framing.encode(frame) for frame in frames)
-    read.answer = _Encoded(opened.by, made, call.created, b"", encoded)
+    read.answer = _Encoded(by, made, created, b"", encoded)
     return _Ready(list(encoded))
 
 

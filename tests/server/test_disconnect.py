@@ -142,3 +142,47 @@ def test_a_foreground_response_stops_and_is_stored_cancelled_when_its_client_lea
     store = live.app.state.ctx.responses.store
     ours = [e.record for e in store._entries.values() if e.record.response.get("max_output_tokens") == 8000]
     assert ours and ours[-1].response["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("wait", ["latency.queue", "latency.ttft"])
+def test_a_client_that_leaves_during_a_wait_gets_nothing_made(live: Live, wait: str, stream: bool) -> None:
+    """A queue or TTFT delay is waited for before the first byte (streamed or not): a client
+    that leaves during it is noticed there, the wait ends, and the model makes nothing for it."""
+    assert live.app is not None
+    backend = live.app.state.ctx.model
+    assert isinstance(backend, ReferenceBackend)
+    _quiet(backend)
+    before = backend.steps
+    content = f"Hi, leaving during {wait}, stream={stream}"
+    # ignore_eos: a long answer (8,000 tokens), so a model still making it after the hang-up would show.
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 8000,
+        "ignore_eos": True,
+        "stream": stream,
+    }
+    started = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            live.base_url + "/chat/completions",
+            json=body,
+            headers={"x-mockserver-fault": f"{wait},ms=600000"},  # ten minutes: only a hang-up ends it
+            timeout=httpx.Timeout(30.0, read=0.3),
+        )
+    entries: list[dict[str, object]] = []
+    for _ in range(100):  # the server notices the closed connection within a moment
+        entries = httpx.get(live.url + "/__mockserver/journal").json()["entries"]
+        mine = [e for e in entries if isinstance(e["body"], dict) and e["body"].get("messages") == body["messages"]]
+        if mine and mine[-1]["ended"] != "pending":
+            break
+        time.sleep(0.05)
+    assert (mine[-1]["status"], mine[-1]["ended"]) == (499, "client_disconnect")
+    assert mine[-1]["duration"] < 10  # type: ignore[operator]
+    assert time.monotonic() - started < 10
+    # The model opens the answer before the delay is waited (its first event is the request's
+    # 400s and its prefill; a non-streamed answer is then made ahead): the hang-up stops it there,
+    # far from the 8,000 tokens of a whole answer.
+    _stops(backend, before, 6000)
+    assert httpx.get(live.url + "/health").status_code == 200
