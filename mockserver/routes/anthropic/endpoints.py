@@ -16,31 +16,40 @@ every Anthropic client does); otherwise it is OpenAI's list.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mockserver.backends import prompts
-from mockserver.context import Memo, ServerContext
-from mockserver.engine import fold, folded
+from mockserver.context import ServerContext
+from mockserver.engine import folded
 from mockserver.faults.plan import applicable, note
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
 from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
 from mockserver.http.request_id import request_id
-from mockserver.http.sse import Framing, event_stream
+from mockserver.http.sse import Frame, event_stream
 from mockserver.profiles import PROFILES, Profile
 from mockserver.routes import models, params
 from mockserver.routes.anthropic import codec, message, stream, threads
-from mockserver.routes.handler import Family, Opened, Prepared, abandoned, answer_headers, handle, stream_faults
+from mockserver.routes.anthropic.stream import MessagesFraming
+from mockserver.routes.handler import (
+    Family,
+    Opened,
+    Prepared,
+    abandoned,
+    answer_headers,
+    handle,
+    ready_body,
+    ready_frames,
+    stream_faults,
+)
 from mockserver.schemas.anthropic import CountTokensRequest
 from mockserver.schemas.common import validated
 from mockserver.spine.backend import Played
-from mockserver.spine.events import Event
 from mockserver.spine.request import Origin
 from mockserver.wire import headers as h
 from mockserver.wire.json import Json, dumps
@@ -82,20 +91,23 @@ async def deliver(prepared: Prepared, opened: Opened) -> Response:
     note(scope, applicable(plan, generated=True, stream=gen.stream))
     rid = request_id(scope)
     keep = _keeper(prepared)
+    assert opened.rest is not None
+    rest = opened.rest
+    ready = rest if keep is None and isinstance(rest, Played) and rest.ready else None  # made at once
     if gen.stream:
-        assert opened.rest is not None
         link = Link()
         named = answer_headers(gen, opened.by)
         if rid is not None:
             named[REQUEST_ID.decode()] = rid
-        framing = Framing(named=True, done=False, style=call.profile.error_style)
-        return event_stream(
-            stream.frames(call, opened.first, opened.rest, keep), framing, named, stream_faults(plan, link), link
-        )
-    assert opened.rest is not None
-    rest = opened.rest
-    if keep is None and isinstance(rest, Played) and rest.ready:
-        body = _made_at_once(prepared, opened.by, rest)
+        framing = MessagesFraming(named=True, done=False, style=call.profile.error_style)
+        frames: AsyncIterator[Frame]
+        if ready is not None:
+            frames = ready_frames(prepared, opened.by, ready, framing, lambda made: stream.all_frames(call, made))
+        else:
+            frames = stream.frames(call, opened.first, rest, keep)
+        return event_stream(frames, framing, named, stream_faults(plan, link), link)
+    if ready is not None:
+        body = ready_body(prepared, opened.by, ready, lambda result: dumps(message.message(call, result)))
     else:
         try:
             result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, rest))
@@ -121,39 +133,6 @@ def _keeper(prepared: Prepared) -> Callable[[Json], Awaitable[None]] | None:
     if not threads.threaded(prepared.data):
         return None
     return lambda message: threads.keep(prepared.ctx, prepared.data, message)
-
-
-@dataclass(frozen=True, slots=True)
-class _Encoded:
-    """A message's bytes, and what they were encoded from: the body read (by identity, as the
-    handler remembers it), who answered and the events made at once (by identity: a backend
-    hands out the same events for the same request). A Message has no timestamp: the same
-    events are the same bytes."""
-
-    read: object
-    by: str
-    events: Sequence[Event]
-    body: bytes
-
-
-# The last message encoded per remembered read (by its id; the entry names the read itself, so
-# an id reused after the read is gone never matches). Bounded as the handler's own memo is.
-_ENCODED: Memo[int, _Encoded] = Memo()
-
-
-def _made_at_once(prepared: Prepared, by: str, rest: Played) -> bytes:
-    """The body of an answer made all at once (a scripted one): its events taken without a wait
-    per event, as chat's delivery takes them, and encoded once per remembered read."""
-    made, read = rest.made, prepared.read
-    rest.drain()
-    if read is not None:
-        last = _ENCODED.get(id(read))
-        if last is not None and last.read is read and last.events is made and last.by == by:
-            return last.body
-    body = dumps(message.message(prepared.call, fold(by, made)))
-    if read is not None:
-        _ENCODED.put(id(read), _Encoded(read, by, made, body))
-    return body
 
 
 FAMILY = Family(codec.CODEC, deliver)

@@ -16,9 +16,10 @@ SSE writer throws in here.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from mockserver.errors import APIError, InternalError
+from mockserver.http.sse import Framing
 from mockserver.routes.anthropic.message import head, message, signature, stop_of, tool_id, usage
 from mockserver.routes.codec import Call
 from mockserver.spine.backend import aclose
@@ -26,7 +27,7 @@ from mockserver.spine.events import Event, Finished, Reasoning, Refusal, Started
 from mockserver.spine.result import Result
 from mockserver.wire.json import Json
 
-__all__ = ["frames"]
+__all__ = ["MessagesFraming", "all_frames", "frames"]
 
 log = logging.getLogger("mockserver")
 
@@ -117,6 +118,25 @@ class _Writer:
 def error_event(exc: APIError) -> Json:
     """Anthropic's in-band error: the same envelope an error status carries."""
     return exc.body("anthropic")
+
+
+class MessagesFraming(Framing):
+    """Named events; an error after the first byte (a stream made at once cannot answer one
+    itself) is Anthropic's ``error`` event, as :func:`frames` writes it."""
+
+    def error(self, exc: APIError, sequence: int) -> bytes:
+        return self.encode(error_event(exc))
+
+
+def all_frames(call: Call, events: Sequence[Event]) -> list[Json]:
+    """Every event of a stream whose answer was made at once (a scripted one)."""
+    result = Result()
+    writer = _Writer(call, result)
+    out: list[Json] = []
+    for event in events:
+        result.apply(event)
+        out += writer.event(event)
+    return out + writer.end()
 
 
 async def frames(

@@ -14,8 +14,7 @@ and the journal see one request. ``countTokens`` counts what a generation would 
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -24,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.backends import prompts
 from mockserver.context import ServerContext
-from mockserver.engine import fold, folded
+from mockserver.engine import folded
 from mockserver.errors import ContextLengthExceeded, InvalidRequest, NotFound
 from mockserver.faults.plan import applicable, note
 from mockserver.gpt.tokenizer import Tokenizer
@@ -32,12 +31,11 @@ from mockserver.http.body import json_body
 from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
 from mockserver.http.prefix import GEMINI_PROFILE
-from mockserver.http.sse import Framing, event_stream
+from mockserver.http.sse import Frame, Framing, event_stream
 from mockserver.profiles import PROFILES
-from mockserver.routes.codec import Call
 from mockserver.routes.gemini import embeddings, models
 from mockserver.routes.gemini.codec import GeminiCodec, image_tokens, response_id, thoughts_shown
-from mockserver.routes.gemini.stream import ArrayFraming, chunks, in_array
+from mockserver.routes.gemini.stream import ArrayFraming, Chunk, all_chunks, array_frames, chunks, in_array
 from mockserver.routes.handler import (
     Deliver,
     Family,
@@ -47,6 +45,8 @@ from mockserver.routes.handler import (
     abandoned,
     answer_headers,
     handle,
+    ready_body,
+    ready_frames,
     replayable,
     stream_faults,
 )
@@ -95,31 +95,6 @@ def _length(body: bytes) -> list[tuple[bytes, bytes]]:
     return [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
 
 
-class _Encoded:
-    """Bodies encoded from events a backend made at once, by the events' identity (a backend
-    hands out the same events for the same answer): the last few hundred, each with who
-    answered, the request's id and the second it was created in, all of which it depends on."""
-
-    def __init__(self, size: int = 512) -> None:
-        self.size = size
-        self.kept: OrderedDict[int, tuple[Sequence[Event], str, str, int, bytes]] = OrderedDict()
-
-    def get(self, made: Sequence[Event], by: str, call: Call) -> bytes | None:
-        found = self.kept.get(id(made))
-        if found is None or found[0] is not made or found[1:4] != (by, call.id, call.created):
-            return None
-        return found[4]
-
-    def put(self, made: Sequence[Event], by: str, call: Call, body: bytes) -> None:
-        self.kept[id(made)] = (made, by, call.id, call.created, body)
-        self.kept.move_to_end(id(made))
-        if len(self.kept) > self.size:
-            self.kept.popitem(last=False)
-
-
-_BODIES = _Encoded()
-
-
 def delivery(codec: GeminiCodec) -> Deliver:
     """How ``codec``'s answers go out: one body, SSE chunks, or a JSON array of chunks."""
 
@@ -128,17 +103,11 @@ def delivery(codec: GeminiCodec) -> Deliver:
         sse = codec.delivery == "sse"
         note(scope, applicable(plan, generated=True, stream=sse))  # the array is not SSE: no stream faults
         assert opened.rest is not None
+        rest = opened.rest
+        ready = rest if isinstance(rest, Played) and rest.ready else None  # made at once: no wait per event
         if codec.delivery == "body":
-            rest = opened.rest
-            if prepared.read is not None and isinstance(rest, Played) and rest.ready:
-                # Made at once (a scripted answer), for a body read before: folded without a wait
-                # per event, and encoded once while the same events answer it (as chat's are).
-                made = rest.made
-                rest.drain()
-                body = _BODIES.get(made, opened.by, call)
-                if body is None:
-                    body = dumps(codec.encode(call, fold(opened.by, made)))
-                    _BODIES.put(made, opened.by, call, body)
+            if ready is not None:  # encoded once per read while the same events answer it
+                body = ready_body(prepared, opened.by, ready, lambda result: dumps(codec.encode(call, result)))
             else:
                 try:
                     result = await unless_gone(prepared.request.receive, folded(opened.by, opened.first, rest))
@@ -146,15 +115,28 @@ def delivery(codec: GeminiCodec) -> Deliver:
                     return abandoned(scope)
                 body = dumps(codec.encode(call, result))
             return _Raw(200, [*_answered(call.gen.seed, opened.by), *_length(body)], body)
-        frames = chunks(call, response_id(call), thoughts_shown(call), opened.first, opened.rest)
         headers = answer_headers(call.gen, opened.by)
         style = call.profile.error_style
         link = Link()
+
+        def made_chunks(made: Sequence[Event]) -> list[Chunk]:
+            return all_chunks(call, response_id(call), thoughts_shown(call), made)
+
         if sse:
             framing = Framing(named=False, done=False, style=style)
+            frames: AsyncIterator[Frame]
+            if ready is not None:
+                frames = ready_frames(prepared, opened.by, ready, framing, made_chunks)
+            else:
+                frames = chunks(call, response_id(call), thoughts_shown(call), opened.first, rest)
             return event_stream(frames, framing, headers, stream_faults(plan, link), link)
         array = {**headers, "content-type": "application/json"}
-        return event_stream(in_array(frames), ArrayFraming(named=False, done=False, style=style), array, None, link)
+        in_json = ArrayFraming(named=False, done=False, style=style)
+        if ready is not None:
+            frames = ready_frames(prepared, opened.by, ready, in_json, lambda made: array_frames(made_chunks(made)))
+        else:
+            frames = in_array(chunks(call, response_id(call), thoughts_shown(call), opened.first, rest))
+        return event_stream(frames, in_json, array, None, link)
 
     return deliver
 

@@ -13,7 +13,7 @@ Delivered two ways: server-sent events (``?alt=sse``, what google-genai asks for
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from mockserver.errors import APIError
 from mockserver.http.sse import Frame, Framing
@@ -24,7 +24,7 @@ from mockserver.spine.events import Event, Finished, Reasoning, Refusal, TextDel
 from mockserver.spine.result import Result
 from mockserver.wire.json import Json, dumps
 
-__all__ = ["ArrayFraming", "chunks", "in_array"]
+__all__ = ["ArrayFraming", "all_chunks", "array_frames", "chunks", "in_array"]
 
 
 _OPEN = b'{"candidates":[{"content":{"parts":[{"text":'
@@ -121,6 +121,31 @@ class _Chunker:
         return [held]
 
 
+def all_chunks(call: Call, response_id: str, shows_thoughts: bool, events: Sequence[Event]) -> list[Chunk]:
+    """Every chunk of a stream whose events were made at once (a scripted answer)."""
+    result = Result()
+    chunker = _Chunker(call, response_id, shows_thoughts)
+    out: list[Chunk] = []
+    for event in events:
+        result.apply(event)
+        out += chunker.on(event, result)
+    return out + chunker._flush()
+
+
+def array_frames(chunks: Sequence[Chunk]) -> list[Frame]:
+    """Ready chunks as one JSON array's pieces (see :func:`in_array`)."""
+    if not chunks:
+        return [b"[]"]
+    out: list[Frame] = [b"[" + _encoded(chunks[0])]
+    out += [b",\r\n" + _encoded(chunk) for chunk in chunks[1:]]
+    out.append(b"]")
+    return out
+
+
+def _encoded(chunk: Chunk) -> bytes:
+    return chunk.json_bytes() if isinstance(chunk, _TextChunk) else dumps(chunk)
+
+
 async def chunks(
     call: Call, response_id: str, shows_thoughts: bool, first: Event | None, events: AsyncIterator[Event]
 ) -> AsyncIterator[Chunk]:
@@ -147,8 +172,7 @@ async def in_array(chunks: AsyncIterator[Chunk]) -> AsyncIterator[Frame]:
     opened = False
     try:
         async for chunk in chunks:
-            encoded = chunk.json_bytes() if isinstance(chunk, _TextChunk) else dumps(chunk)
-            yield (b",\r\n" if opened else b"[") + encoded
+            yield (b",\r\n" if opened else b"[") + _encoded(chunk)
             opened = True
         yield b"]" if opened else b"[]"
     finally:
