@@ -1,0 +1,1 @@
+"""OpenAI's Batch API: a file of requests, each answered as the same request sent directly."""
