@@ -1,0 +1,72 @@
+"""Faults on a Realtime socket, asked for by the handshake's ``x-mockserver-fault`` header.
+
+The grammar is the HTTP one (:mod:`mockserver.faults.catalogue`); on a socket each applies per
+response, counted in server events from ``response.created``:
+
+* ``stream.cut_after=N`` — the socket closes normally (1000) after N events: a dropped session;
+* ``stream.reset_after=N`` — the socket closes with 1011 (server error) after N events;
+* ``stream.error_at=N`` — event N is an ``error`` event (``server_error``) and the response fails;
+* ``http.429`` — the response is refused: an ``error`` event (``rate_limit_exceeded``), then
+  ``rate_limits.updated`` with nothing remaining;
+* ``latency.*`` and ``content.*`` — the engine paces and bends the answer, as on every wire.
+
+``@p=…`` draws from a generator seeded by the session and the response's number: the same
+session asks the same faults on every run. Other faults do not apply to a socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mockserver.faults.catalogue import Fault, FaultError, parse, request_rng
+
+__all__ = ["SocketFaults", "read"]
+
+SOCKET = frozenset({"stream.cut_after", "stream.reset_after", "stream.error_at", "http.429"})
+
+
+def read(spec: str | None) -> tuple[Fault, ...]:
+    """The faults a handshake asks for; :class:`FaultError` for a spec that does not parse."""
+    return parse(spec) if spec else ()
+
+
+@dataclass(frozen=True, slots=True)
+class SocketFaults:
+    """What one response suffers: the faults drawn for it."""
+
+    faults: tuple[Fault, ...]
+
+    @classmethod
+    def drawn(cls, faults: Sequence[Fault], seed: int, session: str, response: int) -> SocketFaults:
+        rng = request_rng(seed, "realtime", session, response)
+        return cls(tuple(f for f in faults if f.probability >= 1.0 or rng.random() < f.probability))
+
+    def _n(self, name: str) -> int | None:
+        found = next((f for f in self.faults if f.name == name), None)
+        return None if found is None else max(1, int(found["n"]))
+
+    @property
+    def engine(self) -> tuple[Fault, ...]:
+        """The faults the engine applies (latency, content)."""
+        return tuple(f for f in self.faults if f.kind in ("latency", "content"))
+
+    @property
+    def refused(self) -> bool:
+        return any(f.name == "http.429" for f in self.faults)
+
+    @property
+    def error_at(self) -> int | None:
+        return self._n("stream.error_at")
+
+    def closes_after(self) -> tuple[int, int] | None:
+        """After how many events the socket closes, and with which code."""
+        cut, reset = self._n("stream.cut_after"), self._n("stream.reset_after")
+        if cut is not None:
+            return cut, 1000
+        if reset is not None:
+            return reset, 1011
+        return None
+
+
+__all__ += ["FaultError"]
