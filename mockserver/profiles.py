@@ -74,6 +74,14 @@ class Profile:
     # Routes the provider's server has outside /v1/, served under the profile's prefix too
     # (vLLM's tokenizer routes: /vllm/tokenize as vLLM serves /tokenize).
     root_routes: frozenset[str] = frozenset()
+    # What an answer's ``model`` says for an alias: the dated snapshot it resolves to (OpenAI
+    # answers ``gpt-4o-mini`` with ``gpt-4o-mini-2024-07-18``); a name not listed, a dated one
+    # included, is echoed as sent.
+    snapshots: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+
+    def answered_model(self, model: str) -> str:
+        """The ``model`` an answer to a request for ``model`` reports."""
+        return self.snapshots.get(model, model)
 
 
 # ---- what each provider documents -----------------------------------------------------------
@@ -118,6 +126,26 @@ OPENAI = Profile(
     service_tier_served=_frozen({"auto": "default", "fast": "priority"}),
     default_service_tier="default",
     system_fingerprint="fp_mockserver",
+    # The snapshots OpenAI's aliases pointed at (its model pages), as its answers name them.
+    snapshots=_frozen(
+        {
+            "gpt-4o-mini": "gpt-4o-mini-2024-07-18",
+            "gpt-4o": "gpt-4o-2024-08-06",
+            "gpt-4.1": "gpt-4.1-2025-04-14",
+            "gpt-4.1-mini": "gpt-4.1-mini-2025-04-14",
+            "gpt-4.1-nano": "gpt-4.1-nano-2025-04-14",
+            "gpt-4-turbo": "gpt-4-turbo-2024-04-09",
+            "gpt-4": "gpt-4-0613",
+            "gpt-3.5-turbo": "gpt-3.5-turbo-0125",
+            "o1": "o1-2024-12-17",
+            "o3-mini": "o3-mini-2025-01-31",
+            "o3": "o3-2025-04-16",
+            "o4-mini": "o4-mini-2025-04-16",
+            "gpt-5": "gpt-5-2025-08-07",
+            "gpt-5-mini": "gpt-5-mini-2025-08-07",
+            "gpt-5-nano": "gpt-5-nano-2025-08-07",
+        }
+    ),
 )
 
 FIREWORKS = Profile(

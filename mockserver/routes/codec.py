@@ -50,7 +50,8 @@ class Call:
 
     def envelope(self, obj: str) -> Json:
         """The fields every body and chunk of this call starts with."""
-        head: Json = {"id": self.id, "object": obj, "created": self.created, "model": self.gen.model}
+        model = self.profile.answered_model(self.gen.model)
+        head: Json = {"id": self.id, "object": obj, "created": self.created, "model": model}
         if self.profile.system_fingerprint is not None:
             head["system_fingerprint"] = self.profile.system_fingerprint
         head.update(self.profile.extras)

@@ -849,7 +849,13 @@ ENCODE_ROWS = [
 
 @pytest.mark.parametrize(("profile", "fields", "events", "expected"), ENCODE_ROWS)
 def test_encode(profile: str, fields: dict[str, Any], events: list[Event], expected: dict[str, Any]) -> None:
-    assert_encodes(CODEC, _call(profile, fields), events, expected)
+    assert_encodes(CODEC, _call(profile, fields), events, _answered(profile, expected))
+
+
+def _answered(profile: str, expected: dict[str, Any]) -> dict[str, Any]:
+    """``expected`` with the ``model`` the profile answers the request's alias with (OpenAI's:
+    the dated snapshot, ``gpt-4o-mini-2024-07-18``; the others echo it)."""
+    return {**expected, "model": profile_named(profile).answered_model(expected["model"])}
 
 
 # ---- encode_event / encode_end: the stream -------------------------------------------------
@@ -997,7 +1003,17 @@ def test_stream_frames(
     profile: str, fields: dict[str, Any], include_usage: bool, events: list[Event], expected: list[dict[str, Any]]
 ) -> None:
     frames, _ = stream(CODEC, _call(profile, fields, include_usage), events)
-    assert [as_json(f) for f in frames] == expected
+    assert [as_json(f) for f in frames] == [_answered(profile, chunk) for chunk in expected]
+
+
+def test_openai_answers_an_alias_with_its_snapshot_and_a_dated_name_as_sent() -> None:
+    assert profile_named("openai").answered_model("gpt-4o-mini") == "gpt-4o-mini-2024-07-18"
+    assert as_json(CODEC.encode(_call("openai", {}), fold([Finished(0, "stop")])))["model"] == (
+        "gpt-4o-mini-2024-07-18"
+    )
+    dated = _call("openai", {"model": "gpt-4o-2024-05-13"})
+    assert as_json(CODEC.encode(dated, fold([Finished(0, "stop")])))["model"] == "gpt-4o-2024-05-13"
+    assert profile_named("fireworks").answered_model("gpt-4o-mini") == "gpt-4o-mini"  # no such data: echoed
 
 
 def test_reasoning_streams_in_the_profiles_field() -> None:
