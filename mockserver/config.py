@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     )
     faults: str = Field("", description="Faults every request gets, e.g. 'http.503@p=0.1' (docs/faults.md).")
     rules: str = Field("", description="YAML file of scripted answers (docs/tools.md).")
+    mcp: str = Field("", description="YAML or JSON file of the tools, resources and prompts /mcp serves (docs/mcp.md).")
+    mcp_allow_host: list[str] = Field(
+        default_factory=list,
+        description="Hosts a Responses mcp tool's server_url may name besides loopback (no request forgery).",
+    )
     latency: str = Field("", description="Latency timeline, e.g. 'ttft=lognormal:200:800; itl=20' (docs/faults.md).")
     time_scale: float = Field(1.0, ge=0, description="Multiplies every latency delay (0.01 for fast CI).")
     rate_limit_rpm: int = Field(0, ge=0, description="Requests per minute per API key and model (0: no limit).")
@@ -114,6 +119,15 @@ class Settings(BaseSettings):
     responses_tokens_per_second: float = Field(
         0.0, ge=0, description="Pace of background responses on the server clock (0: as fast as the model)."
     )
+    batch_step_time: float = Field(
+        0.5,
+        ge=0,
+        description="Seconds (server clock) a batch spends at least in validating, in_progress and finalizing "
+        "(on --frozen-time it moves only as the clock moves).",
+    )
+    batch_concurrency: int = Field(
+        1, ge=1, le=64, description="Batch lines run at once, over every batch (interactive requests go between)."
+    )
     reasoning_models: list[str] = Field(
         default_factory=lambda: list(DEFAULT_PATTERNS),
         description="Model ids (shell patterns) that think before answering (docs/tools.md).",
@@ -122,6 +136,12 @@ class Settings(BaseSettings):
     # envelope naming what is too big (or a 503 for connections), never unbounded work.
     max_body_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Largest request body in bytes (413 beyond, before it is read whole)."
+    )
+    max_file_bytes: int = Field(
+        512 * 1024 * 1024,
+        ge=1,
+        description="Largest file (/v1/files, a completed upload) in bytes (400 beyond); one request's body "
+        "is still bounded by --max-body-bytes: larger files go up in parts (/v1/uploads).",
     )
     max_json_depth: int = Field(64, ge=2, le=1000, description="Deepest nesting of a JSON body (400 beyond).")
     max_choices: int = Field(
@@ -189,6 +209,15 @@ class Settings(BaseSettings):
             Script().load_file(value)
         return value
 
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_loads(cls, value: str) -> str:
+        if value:
+            from mockserver.mcp_fakes.store import load_file
+
+            load_file(value)  # a ValueError naming the file and the field, at start-up
+        return value
+
     @field_validator("latency")
     @classmethod
     def _latency_parses(cls, value: str) -> str:
@@ -207,7 +236,7 @@ class Settings(BaseSettings):
             return value
         raise ValueError("replay timing is instant, recorded, or scaled:X with X ≥ 0")
 
-    @field_validator("models", "api_keys", "match_ignore", mode="before")
+    @field_validator("models", "api_keys", "match_ignore", "mcp_allow_host", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         # Env vars and flags give "a,b"; pydantic-settings would otherwise want JSON.

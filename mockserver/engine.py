@@ -59,7 +59,7 @@ class Engine:
         name, first, stream = await self.chain.start(ask)
         timeline = self.timeline_of(faults)
         if faults or not timeline.idle:
-            stream = content.apply(_prepend(first, stream) if first is not None else stream, faults)
+            stream = content.apply(_prepend(first, stream) if first is not None else stream, faults, ask.built)
             if not timeline.idle:
                 # The request's own generator: the same request waits the same, run after run
                 # (a recording's request, never decoded, by its body as sent).

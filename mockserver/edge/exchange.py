@@ -75,9 +75,8 @@ class Exchange:
                 extra = [*extra, (h.FAULTS, "; ".join(f.render() for f in self.applied).encode())]
             if extra:
                 headers = [*headers, *extra]
-            if entry is not None:
-                entry.status = status
             stamped = False
+            text = True  # no content type: an error page or an empty body, kept (it is small)
             for key, value in headers:  # one pass over the headers for every part
                 if key == h.SEED:
                     if entry is not None:
@@ -90,6 +89,7 @@ class Exchange:
                         self.faulted = True
                         self.metrics.count_faults(self.endpoint, value)
                 elif key == b"content-type":
+                    text = value.startswith(_TEXT)
                     if self.metrics is not None and value.startswith(b"text/event-stream"):
                         self.metrics.count_stream(self.endpoint, self.profile)
                 elif key.lower() == HEADER:
@@ -100,10 +100,15 @@ class Exchange:
                 if self.profile == "anthropic" and all(k != ANTHROPIC_ID for k, _ in headers):
                     headers.append((ANTHROPIC_ID, rid))  # what Anthropic's SDKs read, errors included
             message = {**message, "headers": headers}
+            if entry is not None:
+                entry.status = status
+                entry.answering(headers, text)
         elif kind == "http.response.body":
             last = not message.get("more_body", False)
             if entry is not None:
-                entry.bytes += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                entry.bytes += len(chunk)
+                entry.answered(chunk)
                 if last:
                     if entry.ended == "pending":
                         entry.ended = "done"  # a stream's writer says how it ended before this
@@ -120,3 +125,7 @@ class Exchange:
             if entry is not None:
                 entry.ended = "client_disconnect"
             raise
+
+
+# Answers the journal keeps the first bytes of (JSON, SSE, text), not audio or images.
+_TEXT = (b"application/json", b"text/", b"application/x-ndjson", b"application/problem+json")

@@ -39,7 +39,7 @@ from mockserver.spine.seeding import canonical
 from mockserver.state.base import StateUnavailable
 from mockserver.wire import headers as h
 from mockserver.wire.json import parse_lenient
-from mockserver.wire.scope import APPLIED_KEY, BODY_KEY, PLAN_KEY, SYNCED_KEY, TALLY_KEY
+from mockserver.wire.scope import APPLIED_KEY, BATCH_KEY, BODY_KEY, PLAN_KEY, SYNCED_KEY, TALLY_KEY
 
 __all__ = ["Injection"]
 
@@ -98,6 +98,7 @@ class Injection:
             body=body if len(raw) > BODY_KEPT else UNREAD,  # a small one is read when the entry is
             raw=raw,
             entry_id=entry_id,
+            batch=scope.get(BATCH_KEY),  # a batch line, sent in process (mockserver.batches)
         )
         applied = send.applied
         scope[BODY_KEY] = (raw, body)
@@ -148,6 +149,8 @@ class Injection:
                 self._close(entry, started, stream)
                 if chaos.journal.shared:
                     await self._push(entry)
+                else:
+                    chaos.journal.settle(entry)  # its kept answer counts in the memory budget
 
     def _style(self, scope: Scope) -> ErrorStyle:
         return self.ctx.profile_of(scope).error_style

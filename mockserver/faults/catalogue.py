@@ -31,7 +31,7 @@ from mockserver.spine.seeding import digest
 
 __all__ = ["CATALOGUE", "MAX_SPEC_CHARS", "MAX_TERMS", "Fault", "FaultError", "FaultKind", "parse", "request_rng"]
 
-FaultKind = Literal["http", "transport", "stream", "content", "latency"]
+FaultKind = Literal["http", "transport", "stream", "content", "latency", "mcp"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +112,30 @@ CATALOGUE: Mapping[str, Definition] = MappingProxyType(
         "content.off_schema": Definition(
             "content", "structured output and tool arguments are JSON that breaks the requested schema"
         ),
+        "content.unknown_tool": Definition(
+            "content",
+            "the answer calls a tool the request did not offer (its first call renamed, or one call for its text)",
+        ),
+        "content.duplicate_call_ids": Definition(
+            "content", "every tool call of a choice carries the first call's id (a lone call comes twice)"
+        ),
+        "content.empty": Definition("content", "nothing is said: no text, call or thought, finishing `stop`"),
+        "content.length_in_call": Definition(
+            "content", "the length limit cuts the last tool call's arguments at half; finishes `length`"
+        ),
+        "content.reasoning_only": Definition(
+            "content", "the model only thinks: its text becomes reasoning, no answer, finishing `length`"
+        ),
         "latency.ttft": Definition("latency", "first token after this many milliseconds", "ms", _d(ms=0.0)),
         "latency.itl": Definition("latency", "this many milliseconds between tokens", "ms", _d(ms=0.0)),
         "latency.queue": Definition("latency", "this many milliseconds before anything happens", "ms", _d(ms=0.0)),
+        # MCP's (mockserver.mcp_fakes.faults): a JSON-RPC message to /mcp, never a provider path.
+        "mcp.error": Definition("mcp", "a `tools/call` answers an `isError` result"),
+        "mcp.protocol_error": Definition(
+            "mcp", "the message is answered with a JSON-RPC error of this code", "code", _d(code=32603.0)
+        ),
+        "mcp.latency": Definition("mcp", "the message is answered after this many milliseconds", "ms", _d(ms=0.0)),
+        "mcp.drop_session": Definition("mcp", "the MCP session ends: this and later messages get 404, re-initialize"),
     }
 )
 
@@ -130,6 +151,7 @@ LIMITS: Mapping[str, float] = MappingProxyType(
         "keepalive": 3_600.0,  # seconds between keep-alive comments
         "ms": 600_000.0,  # milliseconds of latency: ten minutes
         "value": 1.0,  # http.should_retry: 0 or 1
+        "code": 32768.0,  # mcp.protocol_error: a JSON-RPC error code, negated (-32603 is code=32603)
     }
 )
 

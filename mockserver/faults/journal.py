@@ -28,12 +28,25 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from time import time as _now
 from typing import Any, Literal
 
 from mockserver.state.sync import JOURNAL_IDS, Bridge, safe
 from mockserver.wire.json import parse_lenient
 
-__all__ = ["BODY_DEPTH", "BODY_KEPT", "JOURNAL_BYTES", "UNREAD", "Ending", "Entry", "Journal", "bounded", "verdicts"]
+__all__ = [
+    "ANSWER_BYTES",
+    "ANSWER_KEPT",
+    "BODY_DEPTH",
+    "BODY_KEPT",
+    "JOURNAL_BYTES",
+    "UNREAD",
+    "Ending",
+    "Entry",
+    "Journal",
+    "bounded",
+    "verdicts",
+]
 
 # The state's keys (a shared state only): the finished entries, the global clear's mark, and
 # each session's marks under journal:s:<session>: (the ids, journal:ids, are counted by sync).
@@ -50,11 +63,17 @@ BODY_KEPT = 16 * 1024  # bytes: a body this size or smaller is kept whole
 # Bytes of kept bodies a memory journal holds at most (then the oldest entries go, whatever
 # --journal-size says): 10,000 entries of 16 KiB would otherwise hold 160 MB.
 JOURNAL_BYTES = 32 * 1024 * 1024
+# Bytes of kept answers a memory journal holds at most, apart from the bodies: past it the oldest
+# entries lose their answer's bytes (the console shows them without), never their place.
+ANSWER_BYTES = 32 * 1024 * 1024
+ANSWER_KEPT = 16 * 1024  # bytes of an answer's body an entry keeps (the console shows them)
+MARKS_KEPT = 4096  # body messages whose times an entry keeps (a stream's timeline)
 BODY_DEPTH = 100  # levels of nesting a kept body may have (deeper ones are summarised)
 _SUMMARY_FIELDS = 32  # top-level scalar fields a summary keeps
 _SUMMARY_TEXT = 256  # characters: longer strings are left out of a summary
 
 
+bytes_ = builtins.bytes  # ``bytes`` is a field of Entry: the type, under a name of its own
 UNREAD: Any = object()  # no parsed body given: the journal keeps a small body's bytes, read later
 
 
@@ -85,6 +104,16 @@ class Entry:
     _digest: str | None  # what identical requests share (None: no body)
     _truncated: bool  # ``body`` is a summary of a body too big or too deep to keep
     _raw: builtins.bytes | None  # the body's bytes, until they are read (then None)
+    kind: str  # "model" (a provider path's request) or "mcp" (a JSON-RPC message to /mcp)
+    # What went back (the console shows it): the status line's headers, the first ANSWER_KEPT
+    # bytes of a text body, and per body message (seconds since ``time``, bytes sent by then).
+    answer_headers: list[tuple[Any, Any]] | None
+    _answer: bytearray | bytes_ | None  # the kept bytes (None: not kept, or read back from JSON)
+    _answer_text: str | None  # an entry read back from JSON: the answer as it was kept
+    _sent: list[tuple[float, int]]  # per body message: (wall-clock time, bytes sent by then)
+    _charged: int  # the request bytes the memory journal's budget counts for it (-1: out of the ring)
+    _answer_charged: int  # the answer bytes its answers' budget counts for it
+    batch: dict[str, Any] | None  # a batch line's batch: {"id", "custom_id", "line"} (None: a request)
 
     def __init__(
         self,
@@ -107,14 +136,55 @@ class Entry:
         body_sha256: str | None = None,
         body_truncated: bool = False,
         raw: builtins.bytes | None = None,
+        answer: str | bytes_ | bytearray | None = None,
+        answer_headers: list[tuple[Any, Any]] | None = None,
+        marks: list[tuple[float, int]] | None = None,
+        kind: str = "model",
+        batch: dict[str, Any] | None = None,
     ) -> None:
         self.id, self.time, self.method, self.path = id, time, method, path
+        self.batch = batch
+        self.kind = kind
         self.session, self.retry_attempt = session, retry_attempt
         self.faults = faults if faults is not None else []
         self.status, self.seed, self.retry_after = status, seed, retry_after
         self.events, self.bytes, self.ended, self.duration = events, bytes, ended, duration
         self.body_bytes = body_bytes
         self._body, self._digest, self._truncated, self._raw = body, body_sha256, body_truncated, raw
+        self.answer_headers = answer_headers
+        self._answer, self._answer_text = (None, answer) if isinstance(answer, str) else (answer, None)
+        self._sent = [(time + m[0], m[1]) for m in marks] if marks else []
+        self._charged = self._answer_charged = 0
+
+    def answering(self, headers: list[tuple[bytes_, bytes_]], text: bool) -> None:
+        """The status line went out with ``headers``: keep them, and the body from here when
+        ``text`` (JSON, SSE, text; an audio or image body is not kept)."""
+        self.answer_headers = headers
+        self._answer = bytearray() if text else None
+
+    def answered(self, chunk: bytes_) -> None:
+        """A body message went out (``bytes`` already counts it): its time, and its first bytes
+        while fewer than :data:`ANSWER_KEPT` are kept. A list append and a bounded copy."""
+        kept = self._answer
+        if isinstance(kept, bytearray):
+            room = ANSWER_KEPT - len(kept)
+            if room > 0:
+                kept += chunk if len(chunk) <= room else chunk[:room]
+        sent = self._sent
+        if len(sent) < MARKS_KEPT:
+            sent.append((_now(), self.bytes))
+
+    @property
+    def marks(self) -> list[tuple[float, int]]:
+        """Per body message sent: (seconds after the request arrived, bytes sent by then)."""
+        return [(at - self.time, count) for at, count in self._sent]
+
+    @property
+    def answer(self) -> str | None:
+        """The answer's kept bytes as text (None: none kept)."""
+        if self._answer is not None:
+            return self._answer.decode("utf-8", "replace")
+        return self._answer_text
 
     def _read(self) -> None:
         raw = self._raw
@@ -162,8 +232,20 @@ class Entry:
             self._digest,
             self._truncated,
             raw=self._raw,
+            answer=self._answer_text if self._answer is None else self._kept_answer(),
+            answer_headers=list(self.answer_headers) if self.answer_headers is not None else None,
+            kind=self.kind,
+            batch=self.batch,
         )
+        copy._sent = list(self._sent)
         return copy
+
+    def _kept_answer(self) -> bytes_ | bytearray:
+        """The kept answer for a copy: a finished one's bytes no longer change, so they are
+        shared (and decoded only if the copy is shown); a running one's, copied as they stand."""
+        kept = self._answer
+        assert kept is not None
+        return kept if self.ended != "pending" else bytes(kept)
 
     def kept_bytes(self) -> int:
         """What this entry holds of its body, in bytes (the journal's budget counts it)."""
@@ -174,6 +256,7 @@ class Entry:
         self._read()
         return {
             "id": self.id,
+            "kind": self.kind,
             "time": self.time,
             "method": self.method,
             "path": self.path,
@@ -191,6 +274,10 @@ class Entry:
             "body_bytes": self.body_bytes,
             "body_sha256": self._digest,
             "body_truncated": self._truncated,
+            "answer": self.answer,
+            "answer_headers": _header_pairs(self.answer_headers),
+            "marks": [[round(at - self.time, 6), n] for at, n in self._sent],
+            "batch": self.batch,
         }
 
     def __eq__(self, other: object) -> bool:
@@ -198,6 +285,17 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry({self.to_json()!r})"
+
+
+def _header_pairs(headers: list[tuple[Any, Any]] | None) -> list[list[str]] | None:
+    """ASGI's header pairs (bytes, latin-1 as HTTP has them) as JSON's ``[name, value]`` pairs."""
+    if headers is None:
+        return None
+    return [[_latin(k), _latin(v)] for k, v in headers]
+
+
+def _latin(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
 def _parsed(raw: bytes) -> Any:
@@ -224,6 +322,8 @@ class Journal:
         self.bridge = bridge if bridge is not None else Bridge()
         self._entries: deque[Entry] = deque()  # memory: the journal (at most size entries)
         self._bytes = 0  # the kept bodies' bytes in _entries
+        self._answers: deque[Entry] = deque()  # entries holding a counted answer, oldest first
+        self._answer_bytes = 0  # their answers' bytes
         self._pending: dict[int, Entry] = {}  # shared: this process's requests still running
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -243,6 +343,8 @@ class Journal:
         body: Any = UNREAD,
         raw: bytes | None = None,
         entry_id: int = 0,
+        kind: str = "model",
+        batch: dict[str, Any] | None = None,
     ) -> Entry:
         """Journal a request as it arrives. ``body`` is the parsed body (None if none or not
         JSON); ``raw``, its bytes, makes the size and the digest exact (and cheap). Given ``raw``
@@ -267,6 +369,8 @@ class Journal:
             body_sha256=digest,
             body_truncated=truncated,
             raw=unread,
+            kind=kind,
+            batch=batch,
         )
         with self._lock:
             if not entry_id:
@@ -282,11 +386,40 @@ class Journal:
         bodies, the oldest go."""
         entries = self._entries
         if len(entries) >= self.size:
-            self._bytes -= entries.popleft().kept_bytes()
+            self._drop()
         entries.append(entry)
-        self._bytes += entry.kept_bytes()
-        while self._bytes > JOURNAL_BYTES and len(entries) > 1:
-            self._bytes -= entries.popleft().kept_bytes()
+        entry._charged = entry.kept_bytes()
+        self._bytes += entry._charged
+        self._trim()
+
+    def _drop(self) -> None:
+        """The oldest entry out of the ring (the lock held)."""
+        gone = self._entries.popleft()
+        self._bytes -= gone._charged
+        self._answer_bytes -= gone._answer_charged
+        gone._charged, gone._answer_charged, gone._answer = -1, 0, None  # it leaves _answers when it comes up there
+
+    def _trim(self) -> None:
+        while self._bytes > JOURNAL_BYTES and len(self._entries) > 1:
+            self._drop()
+
+    def settle(self, entry: Entry) -> None:
+        """The request is over (memory journal): its kept answer counts in the answers' budget
+        (:data:`ANSWER_BYTES`); past it, the oldest entries' answers go."""
+        kept = entry._answer
+        if self.shared or not isinstance(kept, bytearray) or not kept:
+            return
+        with self._lock:
+            if entry._charged < 0 or entry._answer_charged:
+                return  # out of the ring already, or counted
+            entry._answer_charged = len(kept)
+            self._answer_bytes += entry._answer_charged
+            self._answers.append(entry)
+            answers = self._answers
+            while answers and (not answers[0]._answer_charged or self._answer_bytes > ANSWER_BYTES):
+                old = answers.popleft()  # out of the ring already (counted nothing), or the oldest
+                self._answer_bytes -= old._answer_charged
+                old._answer_charged, old._answer = 0, None
 
     async def close(self, entry: Entry) -> None:
         """The request is over: on a shared state, its entry goes to the state's list (one push)."""
@@ -332,18 +465,35 @@ class Journal:
                     found.setdefault(entry.id, entry.read())
         return [found[key] for key in sorted(found)]
 
+    async def anewer(self, after: int, session: str | None = None) -> list[Entry]:
+        """The entries (of ``session``) with ids above ``after``, oldest first: what a live view
+        polls for. A memory journal walks back from its newest entry only as far as ``after``."""
+        if self.shared:
+            return [e for e in await self.aentries(session) if e.id > after]
+        found: list[Entry] = []
+        with self._lock:
+            for entry in reversed(self._entries):
+                if entry.id <= after:
+                    break
+                if session is None or entry.session == session:
+                    found.append(entry.read())
+        found.reverse()
+        return found
+
     def clear(self, session: str | None = None) -> None:
         if self.shared:
             self.bridge.call(self.aclear(session))
             return
         with self._lock:
-            if session is None:
-                self._entries.clear()
-            else:
-                kept = [e for e in self._entries if e.session != session]
-                self._entries.clear()
-                self._entries.extend(kept)
-            self._bytes = sum(e.kept_bytes() for e in self._entries)
+            kept = [] if session is None else [e for e in self._entries if e.session != session]
+            for gone in self._entries:
+                if session is None or gone.session == session:
+                    gone._charged, gone._answer_charged = -1, 0  # a request still running settles nothing
+            self._entries.clear()
+            self._entries.extend(kept)
+            self._bytes = sum(e._charged for e in self._entries)
+            self._answers = deque(e for e in self._answers if e._answer_charged)
+            self._answer_bytes = sum(e._answer_charged for e in self._answers)
 
     async def aclear(self, session: str | None = None) -> None:
         """Forget every entry (``session=None``: the shared list goes), or one session's (a mark)."""

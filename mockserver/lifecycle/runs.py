@@ -133,6 +133,9 @@ class Run:
     # When it was asked for, on the server clock: the queue and the token pace count from
     # here, not from whenever the task happens to start, so a test's clock moves land alike.
     created: float = 0.0
+    # Called with the final Response once it is stored completed or incomplete, before its
+    # closing event goes out (a conversation takes the response's items here).
+    on_end: Callable[[Json], Awaitable[None]] | None = None
 
 
 class _Signals:
@@ -262,6 +265,8 @@ class Lifecycle:
         final = narrator.outcome()
         closing = numbered([{"type": _CLOSING[final], "response": narrator.snapshot(final)}])
         if await self._write(job, "in_progress", final, closing):
+            if job.on_end is not None:
+                await job.on_end(closing[-1]["response"])
             for event in closing:
                 yield event
 

@@ -32,6 +32,7 @@ from mockserver.faults.journal import verdicts
 from mockserver.faults.rules import Rule, RuleFieldError
 from mockserver.http.auth import admin_problem
 from mockserver.schemas.common import refuse_unencodable
+from mockserver.state.conversations import ConversationStore
 from mockserver.state.sync import CLOCK_KEY, shared_time
 from mockserver.wire import headers as h
 from mockserver.wire.json import dumps, parse_json
@@ -220,15 +221,17 @@ async def clock(request: Request, ctx: ServerContext) -> Any:
 
 
 async def reset(request: Request, ctx: ServerContext) -> Any:
-    """Forget rules, scripted answers (but the ``--rules`` file's), the journal, cassette
+    """Forget rules, scripted answers (but the ``--rules`` file's), MCP catalogs, the journal, cassette
     replay positions and rate-limit buckets (only the session's, with a session; the
-    buckets are not per session). Without a session, stored responses and chat completions
-    too (they belong to no session), so a rerun gets the ids and answers of a fresh server."""
+    buckets are not per session). Without a session, stored responses, chat completions and
+    conversations too (they belong to no session), so a rerun gets the ids and answers of a fresh server."""
     session = _session(request)
     await ctx.script.aclear(session)
     await ctx.chaos.areset(session)
+    await request.app.state.mcp.store.clear(session)  # the fake MCP server's catalogs (not the --mcp file's)
     if session is None:
         await ctx.responses.clear()
+        await ConversationStore(ctx.state).clear()
     return {"reset": True}
 
 

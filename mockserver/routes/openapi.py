@@ -18,9 +18,10 @@ from pydantic.json_schema import models_json_schema
 
 from mockserver.routes.gemini import endpoints as gemini_routes
 from mockserver.routes.responses.compact import CompactRequest
-from mockserver.schemas import anthropic, gemini, outputs
+from mockserver.schemas import anthropic, audio, gemini, outputs
 from mockserver.schemas.chat import ChatRequest
 from mockserver.schemas.completions import CompletionRequest
+from mockserver.schemas.conversations import CreateConversation, CreateItems, UpdateConversation
 from mockserver.schemas.embeddings import EmbeddingRequest
 from mockserver.schemas.images import EditRequest, ImageRequest, VariationRequest
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
@@ -84,6 +85,80 @@ _PAGE = (
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
     Param("order", "query", {"type": "string", "enum": ["asc", "desc"]}),
 )
+
+# OpenAI's platform: files, uploads, batches (docs/batches.md); bodies as the routes read them.
+_FILE_FORM: Json = {
+    "type": "object",
+    "properties": {"file": {"type": "string", "format": "binary"}, "purpose": {"type": "string"}},
+    "required": ["file", "purpose"],
+}
+_PLATFORM = (
+    Operation("post", "/v1/files", "Upload a file", "files", raw=("application/json", _OBJECT), multipart=_FILE_FORM),
+    Operation("get", "/v1/files", "List files", "files", raw=("application/json", _OBJECT),
+              params=(Param("purpose", "query", {"type": "string"}), *_PAGE[:1],
+                      Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 10000}), _PAGE[2])),
+    Operation("get", "/v1/files/{file_id}", "Retrieve a file", "files", raw=("application/json", _OBJECT),
+              params=(_id("file_id"),)),
+    Operation("delete", "/v1/files/{file_id}", "Delete a file", "files", raw=("application/json", _OBJECT),
+              params=(_id("file_id"),)),
+    Operation("get", "/v1/files/{file_id}/content", "A file's exact bytes", "files",
+              raw=("application/octet-stream", {"type": "string", "format": "binary"}), params=(_id("file_id"),)),
+    Operation("post", "/v1/uploads", "Create an upload", "uploads", raw=("application/json", _OBJECT),
+              extra=_body({"filename": {"type": "string"}, "purpose": {"type": "string"},
+                           "bytes": {"type": "integer"}, "mime_type": {"type": "string"}},
+                          ("filename", "purpose", "bytes", "mime_type"))),
+    Operation("post", "/v1/uploads/{upload_id}/parts", "Add a part to an upload", "uploads",
+              raw=("application/json", _OBJECT), params=(_id("upload_id"),),
+              multipart={"type": "object", "properties": {"data": {"type": "string", "format": "binary"}},
+                         "required": ["data"]}),
+    Operation("post", "/v1/uploads/{upload_id}/complete", "Complete an upload into a file", "uploads",
+              raw=("application/json", _OBJECT), params=(_id("upload_id"),),
+              extra=_body({"part_ids": {"type": "array", "items": {"type": "string"}}, "md5": {"type": "string"}},
+                          ("part_ids",))),
+    Operation("post", "/v1/uploads/{upload_id}/cancel", "Cancel an upload", "uploads",
+              raw=("application/json", _OBJECT), params=(_id("upload_id"),)),
+    Operation("post", "/v1/batches", "Create a batch", "batches", raw=("application/json", _OBJECT),
+              extra=_body({"input_file_id": {"type": "string"}, "endpoint": {"type": "string"},
+                           "completion_window": {"type": "string"}, "metadata": {"type": "object"}},
+                          ("input_file_id", "endpoint", "completion_window"))),
+    Operation("get", "/v1/batches", "List batches", "batches", raw=("application/json", _OBJECT),
+              params=_PAGE[:2]),
+    Operation("get", "/v1/batches/{batch_id}", "Retrieve a batch", "batches", raw=("application/json", _OBJECT),
+              params=(_id("batch_id"),)),
+    Operation("post", "/v1/batches/{batch_id}/cancel", "Cancel a batch (409 once it has finished)", "batches",
+              raw=("application/json", _OBJECT), params=(_id("batch_id"),), errors=(400, 401, 404, 409, 429, 500)),
+)  # fmt: skip
+
+# The Responses API's conversations (docs/responses.md#conversations).
+_ITEMS_PATH = "/v1/conversations/{conversation_id}/items"
+_CONVERSATIONS = (
+    Operation("post", "/v1/conversations", "Create a conversation", "conversations", CreateConversation,
+              raw=("application/json", _OBJECT)),
+    Operation("get", "/v1/conversations/{conversation_id}", "Retrieve a conversation", "conversations",
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"),)),
+    Operation("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", "conversations",
+              UpdateConversation, raw=("application/json", _OBJECT), params=(_id("conversation_id"),)),
+    Operation("delete", "/v1/conversations/{conversation_id}", "Delete a conversation", "conversations",
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"),)),
+    Operation("post", _ITEMS_PATH, "Add items to a conversation", "conversations", CreateItems,
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"),)),
+    Operation("get", _ITEMS_PATH, "List a conversation's items", "conversations",
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"), *_PAGE)),
+    Operation("get", _ITEMS_PATH + "/{item_id}", "Retrieve a conversation's item", "conversations",
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"), _id("item_id"))),
+    Operation("delete", _ITEMS_PATH + "/{item_id}", "Delete a conversation's item", "conversations",
+              raw=("application/json", _OBJECT), params=(_id("conversation_id"), _id("item_id"))),
+)  # fmt: skip
+
+# Voice (docs/voice.md); the Realtime API is a WebSocket (/v1/realtime), outside OpenAPI.
+_VOICE = (
+    Operation("post", "/v1/audio/speech", "Speak a text: audio that transcribes back to exactly it", "audio",
+              audio.SpeechRequest, extra={"responses": audio.SPEECH_RESPONSES}),
+    Operation("post", "/v1/audio/transcriptions", "Transcribe audio", "audio", multipart=audio.TRANSCRIPTION_FORM,
+              extra={"responses": audio.TRANSCRIPT_RESPONSES}),
+    Operation("post", "/v1/audio/translations", "Translate audio into English", "audio",
+              multipart=audio.TRANSCRIPTION_FORM, extra={"responses": audio.TRANSCRIPT_RESPONSES}),
+)  # fmt: skip
 
 OPERATIONS: list[Operation] = [
     Operation("get", "/health", "Liveness: answered by the event loop even while the model is busy", "server",
@@ -165,6 +240,9 @@ OPERATIONS: list[Operation] = [
               "vllm", raw=("application/json", _OBJECT), errors=()),
     Operation("get", "/images/{image_id}.png", "An image answered with response_format 'url'", "images",
               params=(_id("image_id"),), raw=("image/png", {"type": "string", "format": "binary"}), errors=(404,)),
+    *_PLATFORM,
+    *_CONVERSATIONS,
+    *_VOICE,
 ]  # fmt: skip
 
 

@@ -8,16 +8,24 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.routes import (
     admin,
+    audio,
+    batches,
     chat,
     chat_store,
     completions,
+    console,
+    conversations,
     docs,
     embeddings,
+    files,
     health,
     images,
+    mcp,
     models,
     moderations,
+    realtime,
     tokenize,
+    uploads,
 )
 from mockserver.routes.anthropic import endpoints as anthropic
 from mockserver.routes.gemini import endpoints as gemini
@@ -63,15 +71,27 @@ def routes(recorded: bool = False) -> list[BaseRoute]:
         # A fixed path beside /v1/responses/{response_id} (which takes no POST): listed first, to read plainly.
         Route("/v1/responses/compact", compact.compact, methods=["POST"]),
         *responses.routes(),
+        *conversations.routes(),  # the Responses API's conversations (on the state)
         *tokenize.routes(),  # vLLM's, outside /v1/
         *images.routes(),
+        *files.routes(),  # OpenAI's asynchronous platform: files, uploads, batches
+        *uploads.routes(),
+        *batches.routes(),
+        *audio.routes(),  # speech, transcriptions, translations (mockserver.voice)
+        *realtime.routes(),  # the Realtime API's WebSocket
         *admin.routes(),
+        *console.routes(),  # the page over the journal, under the admin rule
+        *mcp.routes(),  # /mcp (the SDK's MCP server, started on its first message) and its admin API
     ]
     return [_replayable(route) for route in table] if recorded else table
 
 
+# The server's own objects (files, uploads, batches, conversations: state it keeps), never a recording's.
+_OWN = ("/v1/files", "/v1/uploads", "/v1/batches", "/v1/conversations")
+
+
 def _replayable(route: BaseRoute) -> BaseRoute:
-    if not isinstance(route, Route) or not route.path.startswith("/v1/"):
+    if not isinstance(route, Route) or not route.path.startswith("/v1/") or route.path.startswith(_OWN):
         return route
     methods = set(route.methods or ()) - {"HEAD"}
     if route.path in GENERATION and methods == {"POST"}:

@@ -158,6 +158,7 @@ class _InputFields(WireModel):
     input: str | list[InputItem]
     instructions: str | None = None
     previous_response_id: str | None = None
+    conversation: str | dict[str, Any] | None = None  # an id, or {"id": …} (the codec reads it)
 
     @field_validator("input")
     @classmethod

@@ -11,8 +11,8 @@
   ``id`` of each ``input`` item: ``fc_…``, ``msg_…``, ``rs_…``) are left out of the canonical
   form: a stored response's id depends on what the store held when it was made, and the
   model reads none of them, so a rerun of a conversation on a long-lived server hashes as it
-  does on a fresh one. What ``previous_response_id`` stands for, the conversation so far,
-  enters the seed instead (:func:`continued_seed`, in the Responses codec).
+  does on a fresh one. What ``previous_response_id`` (or a ``conversation``) stands for, the
+  conversation so far, enters the seed instead (:func:`continued_seed`, in the Responses codec).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["canonical", "choice_seed", "continued_seed", "derive_seed", "digest"
 _DELIVERY_FIELDS = frozenset({"stream", "stream_options", "user"})
 
 # Ids of the server's own making that a client echoes (see the module's docstring).
-_ECHOED_IDS = frozenset({"previous_response_id"})
+_ECHOED_IDS = frozenset({"previous_response_id", "conversation"})
 
 _SEED_MASK = (1 << 63) - 1  # torch.Generator seeds must fit a signed 64-bit integer
 

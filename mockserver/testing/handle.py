@@ -158,6 +158,54 @@ class MockServer:
         added: dict[str, Any] = self.admin("POST", "answers", {**(rule or {}), **fields})["rules"][0]
         return added
 
+    @property
+    def mcp_url(self) -> str:
+        """This test's fake MCP server (``/mcp/<session>``): what an MCP client connects to."""
+        from urllib.parse import quote
+
+        return f"{self.url}/mcp/{quote(self.session, safe='')}"
+
+    def mcp_tool(
+        self,
+        name: str,
+        description: str = "",
+        input_schema: Mapping[str, Any] | None = None,
+        *,
+        result: Any = None,
+        output_schema: Mapping[str, Any] | None = None,
+        fault: str | None = None,
+    ) -> dict[str, Any]:
+        """Offer a tool on this test's MCP server (docs/mcp.md): ``result`` is a ``CallToolResult``
+        (or a list of them, played in order), a plain string becoming its one text part; without
+        one, ``structuredContent`` is drawn from ``output_schema``. Returns the session's catalog."""
+        tool: dict[str, Any] = {"name": name, "description": description}
+        tool["inputSchema"] = dict(input_schema) if input_schema is not None else {"type": "object"}
+        if output_schema is not None:
+            tool["outputSchema"] = dict(output_schema)
+        if result is not None:
+            texts = result if isinstance(result, list) else [result]
+            played = [{"content": [{"type": "text", "text": r}]} if isinstance(r, str) else r for r in texts]
+            tool["result"] = played if isinstance(result, list) else played[0]
+        if fault is not None:
+            tool["fault"] = fault
+        catalog: dict[str, Any] = self.admin("POST", "mcp", {"tools": [tool]})
+        return catalog
+
+    @property
+    def trajectory(self) -> list[tuple[str, str]]:
+        """This test's calls in order, as ``(kind, what)``: ``("model", "/v1/chat/completions")``
+        or ``("mcp", "tools/call get_weather")`` — one timeline of an agent's model and tool calls."""
+        steps: list[tuple[str, str]] = []
+        for entry in self.calls:
+            body = entry.body if isinstance(entry.body, dict) else {}
+            if entry.kind == "mcp":
+                params = body.get("params") if isinstance(body.get("params"), dict) else {}
+                named = params.get("name") if isinstance(params, dict) else None
+                steps.append(("mcp", f"{body.get('method')}" + (f" {named}" if named else "")))
+            else:
+                steps.append((entry.kind, entry.path))
+        return steps
+
     def reset(self) -> None:
         """Forget this session's rules, scripted answers, journal and cassette replay positions
         (so its replays start again at each cassette's first recording)."""

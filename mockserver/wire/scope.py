@@ -11,6 +11,7 @@ from contextvars import ContextVar
 
 __all__ = [
     "APPLIED_KEY",
+    "BATCH_KEY",
     "BODY_KEY",
     "DEPLOYMENT",
     "NOTE_KEY",
@@ -27,6 +28,7 @@ REQUEST_ID_KEY = "mockserver.request_id"  # the request's running hash (its x-re
 PLAN_KEY = "mockserver.faults"  # tuple[Fault, ...]: the faults decided at the edge
 APPLIED_KEY = "mockserver.applied"  # list[Fault]: applied so far (shared by copies of the scope)
 TALLY_KEY = "mockserver.tally"  # the request's journal entry
+BATCH_KEY = "mockserver.batch"  # a batch line's {"id", "custom_id", "line"} (the journal shows it)
 SYNCED_KEY = "mockserver.synced"  # set once a request has paid its first look at a shared state (its journal id, or 0)
 # A callable ``(what) -> None`` a test harness leaves in the scope to hear of failures a test
 # should see (a cassette miss): the error handler calls it, so nobody reads the answer's body.

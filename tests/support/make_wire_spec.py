@@ -31,10 +31,14 @@ LICENSE = "MIT, Copyright (c) OpenAI (https://openai.com); see the source reposi
 
 # The components the tests validate bodies against or read fields of.
 ROOTS = (
+    "Batch",
     "ChatCompletionDeleted",
     "ChatCompletionList",
     "ChatCompletionMessageList",
     "CompactResource",
+    "ConversationItem",
+    "ConversationItemList",
+    "ConversationResource",
     "CreateChatCompletionRequest",
     "CreateChatCompletionResponse",
     "CreateChatCompletionStreamResponse",
@@ -42,15 +46,22 @@ ROOTS = (
     "CreateCompletionResponse",
     "CreateEmbeddingResponse",
     "CreateModerationResponse",
+    "DeleteFileResponse",
     "DeleteModelResponse",
+    "DeletedConversationResource",
     "ErrorResponse",
     "ImagesResponse",
+    "ListBatchesResponse",
+    "ListFilesResponse",
     "ListModelsResponse",
     "Model",
+    "OpenAIFile",
     "Response",
     "ResponseItemList",
     "ResponseStreamEvent",
     "TokenCountsResource",
+    "Upload",
+    "UploadPart",
 )
 # Schema keywords that carry no wire fact.
 PROSE = frozenset({"description", "title", "example", "examples", "default", "deprecated", "externalDocs"})

@@ -33,6 +33,10 @@ Errata (on by default; ``errors(..., errata=False)`` checks the document exactly
 * ``Response.usage`` is a ``ResponseUsage`` object, but the API (and the document's own
   examples of ``response.created``/``in_progress``/``failed``/``incomplete`` events) sends
   ``"usage": null`` until a response has finished. Widened to allow ``null``.
+* ``Batch``'s ids and times not reached yet (``output_file_id``, ``in_progress_at``…, and
+  ``errors``, ``model``, ``usage``) are typed non-null, but the document's own examples of a
+  batch (``POST /batches``) send ``null`` for each; ``OpenAIFile.expires_at`` and
+  ``status_details`` likewise. Widened to allow ``null``.
 * The document has no schema for legacy-completions stream chunks (``POST /completions``
   declares only ``application/json``). ``CreateCompletionStreamResponse`` is ours:
   ``CreateCompletionResponse`` with ``finish_reason`` allowed to be ``null``, as it is in
@@ -196,6 +200,16 @@ _COMPLETION_LOGPROBS: Final[tuple[str | int, ...]] = (
 )  # fmt: skip
 
 
+_BATCH_NULLABLE: Final = tuple(
+    f"Batch.{field}"
+    for field in (
+        "model", "errors", "output_file_id", "error_file_id", "in_progress_at", "finalizing_at",
+        "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "usage",
+    )
+)  # fmt: skip
+_FILE_NULLABLE: Final = ("OpenAIFile.expires_at", "OpenAIFile.status_details")
+
+
 def _apply_errata(schemas: dict[str, Json]) -> None:
     """Correct the document where the real API (and so our server) differs; see module doc."""
     _patch(schemas, (*_COMPLETION_LOGPROBS, "token_logprobs", "items"), {"type": "number"}, _or_null)
@@ -211,6 +225,12 @@ def _apply_errata(schemas: dict[str, Json]) -> None:
         {"$ref": "#/components/schemas/ResponseUsage"},
         _or_null,
     )
+    # The Batch object's own examples send null for the ids and times not reached yet (and the
+    # model of a batch not yet validated); the File object's, for expires_at and status_details.
+    for name in (*_BATCH_NULLABLE, *_FILE_NULLABLE):
+        component, field = name.split(".")
+        props = schemas[component]["properties"]
+        props[field] = _or_null(props[field])
     stream = copy.deepcopy(schemas["CreateCompletionResponse"])
     choice = stream["properties"]["choices"]["items"]["properties"]
     choice["finish_reason"] = _or_null(choice["finish_reason"])

@@ -9,6 +9,7 @@ spine fields chat's do, so the director and the backend treat both endpoints ali
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
@@ -42,13 +43,16 @@ __all__ = [
     "ResponsesCodec",
     "assistant_text",
     "conversation",
+    "conversation_id",
     "generation",
     "image_costs",
     "input_items",
     "item_id",
+    "listed_item",
     "messages",
     "text_format",
     "tools",
+    "turns",
 ]
 
 
@@ -61,7 +65,23 @@ def conversation(body: ResponsesRequest | InputTokensRequest) -> Conversation:
     """The request's own input as (role, text) turns, instructions left out."""
     if isinstance(body.input, str):
         return (("user", body.input),)
-    return tuple(turn for item in body.input if (turn := _turn(item)) is not None)
+    return turns(body.input)
+
+
+def conversation_id(body: ResponsesRequest | InputTokensRequest) -> str | None:
+    """The id of the ``conversation`` the request belongs to (given as the id, or ``{"id": …}``)."""
+    ref = body.conversation
+    if ref is None or isinstance(ref, str):
+        return ref
+    found = ref.get("id")
+    if not isinstance(found, str):
+        raise InvalidRequest("Invalid value for 'conversation.id': expected a string.", param="conversation.id")
+    return found
+
+
+def turns(items: Sequence[InputItem]) -> Conversation:
+    """What the model reads of ``items``: (role, text) turns."""
+    return tuple(turn for item in items if (turn := _turn(item)) is not None)
 
 
 def _turn(item: InputItem) -> tuple[str, str] | None:
@@ -133,25 +153,25 @@ def input_items(body: ResponsesRequest, response_id: str) -> tuple[Json, ...]:
         return ({"id": item_id("msg_", response_id, 0), **only},)
     items: list[Json] = []
     for index, item in enumerate(body.input):
-        if isinstance(item, MessageItem):
-            parts = item.content if isinstance(item.content, list) else None
-            kind = "output_text" if item.role == "assistant" else "input_text"
-            content = [_part(p) for p in parts] if parts is not None else [_part(_Text(kind, item.text()))]
-            entry: Json = {"type": "message", "role": item.role, "content": content, "status": "completed"}
-            prefix = "msg_"
-        elif isinstance(item, FunctionCallOutput):
-            entry = {"type": "function_call_output", "call_id": item.call_id, "output": item.text()}
-            entry["status"] = "completed"
-            prefix = "fco_"
-        elif isinstance(item, FunctionCall):
-            entry = {"type": "function_call", "call_id": item.call_id, "name": item.name}
-            entry.update(arguments=item.arguments, status="completed")
-            prefix = "fc_"
-        else:  # listed as sent
-            entry = item.fields()
-            prefix = "item_"
+        prefix, entry = listed_item(item)
         items.append({"id": item.id or item_id(prefix, response_id, index), **entry})
     return tuple(items)
+
+
+def listed_item(item: InputItem) -> tuple[str, Json]:
+    """An input item as a list of items shows it, but for its id: (its id's prefix, the item)."""
+    if isinstance(item, MessageItem):
+        parts = item.content if isinstance(item.content, list) else None
+        kind = "output_text" if item.role == "assistant" else "input_text"
+        content = [_part(p) for p in parts] if parts is not None else [_part(_Text(kind, item.text()))]
+        return "msg_", {"type": "message", "role": item.role, "content": content, "status": "completed"}
+    if isinstance(item, FunctionCallOutput):
+        entry: Json = {"type": "function_call_output", "call_id": item.call_id, "output": item.text()}
+        return "fco_", {**entry, "status": "completed"}
+    if isinstance(item, FunctionCall):
+        entry = {"type": "function_call", "call_id": item.call_id, "name": item.name}
+        return "fc_", {**entry, "arguments": item.arguments, "status": "completed"}
+    return "item_", item.fields()  # listed as sent
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from mockserver.backends import prompts
 from mockserver.context import Conversation, Options, ServerContext
+from mockserver.errors import InvalidRequest
 from mockserver.faults.plan import applicable, note, planned
 from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
@@ -28,11 +29,11 @@ from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
 from mockserver.http.sse import Framing, event_stream
 from mockserver.lifecycle.runs import Lifecycle, Run
-from mockserver.routes import params
+from mockserver.routes import conversations, params
 from mockserver.routes.handler import Family, Opened, Prepared, abandoned, answer_headers, handle, stream_faults
-from mockserver.routes.responses import codec
+from mockserver.routes.responses import codec, mcp_tool
 from mockserver.routes.responses.narrator import ResponseNarrator, Turn
-from mockserver.schemas.common import validated
+from mockserver.schemas.common import refuse_unencodable, validated
 from mockserver.schemas.responses import InputTokensRequest, ResponsesRequest
 from mockserver.spine import seeding
 from mockserver.spine.backend import aclose
@@ -83,7 +84,24 @@ async def prelude(ctx: ServerContext, body: ResponsesRequest) -> Options:
         raise params.invalid("include", f"'{unknown[0]}' is not one of {', '.join(sorted(_INCLUDES))}.")
     if body.background and body.store is False:
         raise params.invalid("background", "background responses must be stored ('store' cannot be false).")
-    return replace(ctx.options, history=await _history(ctx.responses, body.previous_response_id))
+    return replace(ctx.options, history=await _continued(ctx, body))
+
+
+async def _continued(ctx: ServerContext, body: ResponsesRequest | InputTokensRequest) -> Conversation:
+    """The conversation the request continues: ``previous_response_id``'s, or ``conversation``'s
+    items (never both: the spec's 400)."""
+    conversation = codec.conversation_id(body)
+    if conversation is None:
+        return await _history(ctx.responses, body.previous_response_id)
+    if body.previous_response_id is not None:
+        raise InvalidRequest(
+            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or "
+            "'conversation'.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
+        )
+    refuse_unencodable(body.model_dump(include={"input", "instructions"}), "")  # it goes into the conversation
+    return await conversations.history(ctx, conversation)
 
 
 async def deliver(prepared: Prepared, opened: Opened) -> Response:
@@ -99,10 +117,12 @@ async def deliver(prepared: Prepared, opened: Opened) -> Response:
     now = ctx.clock.now()
     created_at = int(now)
     own = codec.conversation(body)
+    mcp = await mcp_tool.opening(prepared, opened)  # an mcp tool's items open the answer
     for n in itertools.count():  # the request's first id not taken by a stored response
         salt = gen.canonical if n == 0 else gen.canonical + f"#{n}".encode()
-        turn = Turn(seeding.make_id("resp_", salt, gen.seed), created_at, body, stored)
-        narrator = ResponseNarrator(turn, ctx.clock)
+        answered = prepared.call.profile.answered_model(body.model)
+        turn = Turn(seeding.make_id("resp_", salt, gen.seed), created_at, body, stored, answered)
+        narrator = mcp_tool.narrating(ResponseNarrator(turn, ctx.clock), mcp)
         record = Record(
             id=turn.id,
             response=narrator.snapshot("queued" if background else "in_progress"),
@@ -118,7 +138,9 @@ async def deliver(prepared: Prepared, opened: Opened) -> Response:
         events: AsyncIterator[Event] = opened.events()
         return events
 
-    run = Run(turn.id, narrator, source, background, stored, now)
+    conversation = codec.conversation_id(body)
+    on_end = None if conversation is None else conversations.appender(ctx, conversation, record.input_items)
+    run = Run(turn.id, narrator, source, background, stored, now, on_end)
     link = Link()
     framing = Framing(named=True, done=False, style=call.profile.error_style)
     faults = stream_faults(plan, link)
@@ -226,7 +248,7 @@ async def input_tokens(request: Request) -> Response:
     # Only extra_body is lifted: no profile documents Responses fields yet, so none are dropped.
     data = params.prepare(data, profile, "chat", strict=False)
     body = validated(InputTokensRequest, data)
-    history = await _history(ctx.responses, body.previous_response_id)
+    history = await _continued(ctx, body)
     turns = codec.messages(body.instructions, history + codec.conversation(body), codec.image_costs(body))
     window = ctx.options.models.context_window(body.model, profile)
     gen = GenerationRequest("chat", body.model, (Prompt(messages=turns),), 1, _COUNT, 0, window)

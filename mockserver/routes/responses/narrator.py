@@ -14,7 +14,7 @@ from typing import Any
 from mockserver.clock import Clock
 from mockserver.lifecycle.runs import Status
 from mockserver.routes import logprobs
-from mockserver.routes.responses.codec import item_id
+from mockserver.routes.responses.codec import conversation_id, item_id
 from mockserver.schemas.responses import LOGPROBS_INCLUDE, ResponsesRequest
 from mockserver.spine.events import Event, Finished, Reasoning, Refusal, TextDelta, ToolCallDelta
 from mockserver.spine.result import Result
@@ -39,6 +39,7 @@ class Turn:
     created_at: int
     body: ResponsesRequest
     stored: bool
+    model: str | None = None  # the answer's ``model`` (its profile's snapshot of the alias); None: as asked
 
     @property
     def message_id(self) -> str:
@@ -55,7 +56,8 @@ class ResponseNarrator:
     Output items open as their first event arrives and close when the next kind begins or
     the choice finishes: a ``reasoning`` item (reasoning models), a ``message`` (text and/or
     a refusal, one content part each), then one ``function_call`` per tool call. A choice
-    with neither text nor calls still answers with an (empty) message.
+    with neither text nor calls still answers with an (empty) message, unless it was cut short
+    while thinking: then it said nothing at all.
     """
 
     def __init__(self, turn: Turn, clock: Clock) -> None:
@@ -248,9 +250,11 @@ class ResponseNarrator:
             return events
         if isinstance(event, Finished):
             choice = self.result.choice(0)
+            # Cut short while thinking, it said nothing: no message (OpenAI's incomplete answer).
+            thought_only = event.reason == "length" and self._items == ["reasoning"]
             events = (
                 []
-                if self._items and (choice.text or choice.refusal is not None or choice.tool_calls)
+                if self._items and (choice.text or choice.refusal is not None or choice.tool_calls or thought_only)
                 else self._open_part("output_text")
             )
             return events + self._close_all()
@@ -275,7 +279,7 @@ class ResponseNarrator:
             "instructions": body.instructions,
             "max_output_tokens": body.max_output_tokens,
             "max_tool_calls": body.max_tool_calls,
-            "model": body.model,
+            "model": self.turn.model or body.model,
             "output": [self._item(key) for key in self._items],
             "parallel_tool_calls": True if body.parallel_tool_calls is None else body.parallel_tool_calls,
             "previous_response_id": body.previous_response_id,
@@ -294,6 +298,8 @@ class ResponseNarrator:
         }
         if body.user is not None:
             response["user"] = body.user
+        if body.conversation is not None:
+            response["conversation"] = {"id": conversation_id(body)}
         return response
 
     def _usage(self) -> Json:

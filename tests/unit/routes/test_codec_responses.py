@@ -725,14 +725,11 @@ NARRATOR_ROWS = [
     pytest.param(
         {"model": "o3-mini"},
         [Reasoning(0, "all budget"), Finished(0, "length"), Usage(4, 16, 16)],
-        [ADDED, DONE, *TEXT_ITEM, *CLOSE_TEXT],
+        [ADDED, DONE],  # thought its whole budget: no message at all, as OpenAI answers
         "incomplete",
-        [
-            {"id": RS, "type": "reasoning", "summary": [], "status": "completed"},
-            _msg("incomplete", _text_part("")),
-        ],
+        [{"id": RS, "type": "reasoning", "summary": [], "status": "completed"}],
         _usage(4, 16, 16),
-        id="thought-out-of-budget-empty-message",
+        id="thought-out-of-budget-reasoning-only",
     ),
     pytest.param(
         {},
