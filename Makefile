@@ -58,9 +58,10 @@ envs: $(TEST_STAMP)
 # half the time. The reliability figures print only without workers: `make reliability`.
 # loadgroup: a module marked xdist_group (tests/fleet: processes shared by its tests) runs on
 # one worker, so what it starts is started once; every other test is spread as before.
+# --durations: the slowest tests in CI's log, to keep the suite within its ten minutes.
 test: envs
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=40
 
 # The reliability suite at the issue's sizes (200 streaming clients for 60 s, 1,000 disconnects,
 # bigger fuzz budgets, more SIGKILL rounds): about 7 minutes. `make test` runs its short version.

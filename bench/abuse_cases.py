@@ -170,6 +170,31 @@ def _trickle(folder: Path) -> dict[str, Any]:
     return _case(args, abuse, 3, _chat_ok)
 
 
+def _leaving(folder: Path) -> dict[str, Any]:
+    """Clients that leave during a ten-minute queue delay: each must be noticed (499
+    client_disconnect in the journal) and cost nothing more."""
+    slow = {"x-mockserver-fault": "latency.queue,ms=600000"}
+
+    def abuse(url: str) -> None:
+        try:
+            httpx.post(url + "/v1/chat/completions", json=CHAT, headers=slow, timeout=httpx.Timeout(30, read=0.2))
+        except httpx.ReadTimeout:
+            pass
+        else:
+            raise RuntimeError("answered through a ten-minute queue delay")
+
+    def after(url: str) -> bool:
+        for _ in range(50):
+            entries = httpx.get(url + "/__mockserver/journal", timeout=60).json()["entries"]
+            if entries and all(e["ended"] != "pending" for e in entries):
+                break
+            time.sleep(0.1)
+        gone = all((e["status"], e["ended"]) == (499, "client_disconnect") for e in entries)
+        return gone and _chat_ok(url)
+
+    return _case(_rules(folder, "- text: Hello there.\n"), abuse, 20, after)
+
+
 def _disk_full(folder: Path) -> dict[str, Any] | None:
     disk = folder / "disk"
     disk.mkdir()
@@ -207,6 +232,7 @@ CASES: dict[str, Callable[[Path], dict[str, Any] | None]] = {
     "head (4 MB header value)": _head,
     "trickle (a byte at a time, --body-timeout 1)": _trickle,
     "disk full (recording into a full tmpfs)": _disk_full,
+    "leaving (clients gone during a 10-minute queue delay)": _leaving,
 }
 
 
