@@ -294,7 +294,14 @@ class Script(Cached):
 
     async def answer(self, request: GenerationRequest, surface: str, session: str | None = None) -> Answer | None:
         """The answer the first applicable rule gives ``request`` on ``surface`` (``chat``,
-        ``completions`` or ``responses``), or None: the model answers freely.
+        ``completions`` or ``responses``), or None: the model answers freely (see :meth:`choose`)."""
+        chosen = await self.choose(request, surface, session)
+        return chosen[1] if chosen is not None else None
+
+    async def choose(
+        self, request: GenerationRequest, surface: str, session: str | None = None
+    ) -> tuple[ScriptRule, Answer] | None:
+        """The first applicable rule and the answer it gives ``request`` on ``surface``, or None.
 
         The session's rules go first, then the global ones, each in the order added. Every
         rule whose filters match counts the call (per session), whether or not it answers,
@@ -330,14 +337,14 @@ class Script(Cached):
         if keys:
             _, numbers = await self.state.exchange((), keys)
         if certain:  # ScriptExhausted past a sequence's end ("then": "error")
-            return first.answer_at(numbers[-1] - 1 if first.sequence else 0)
+            return first, first.answer_at(numbers[-1] - 1 if first.sequence else 0)
         calls = {rule.id: call for rule, call in zip(counted, numbers, strict=True)}
         for rule in matching:
             call = calls.get(rule.id)
             if call is None or rule.takes(call):
                 if not rule.sequence:
-                    return rule.answer_at(0)
-                return rule.answer_at(await self.state.add(f"{prefix}g:{rule.id}") - 1)
+                    return rule, rule.answer_at(0)
+                return rule, rule.answer_at(await self.state.add(f"{prefix}g:{rule.id}") - 1)
         return None
 
 

@@ -65,11 +65,12 @@ class ReplayBackend(BackendBase):
         self._generation = library.generation
 
     def answer(self, ask: Ask) -> AsyncIterator[Event]:
-        return Played(lambda: self._events(ask.source))
+        return Played(lambda: self._events(ask))
 
-    async def _events(self, source: Source) -> Sequence[Event] | AsyncIterator[Event]:
-        """The recording of ``source`` (any endpoint's: it needs nothing but the request): its
-        events made once, or, paced, as they leave."""
+    async def _events(self, ask: Ask) -> Sequence[Event] | AsyncIterator[Event]:
+        """The recording of the request (any endpoint's: it needs nothing but where it came
+        from): its events made once, or, paced, as they leave."""
+        source = ask.source
         if vetted(self.library, source) == "all":
             raise Declined()
         interaction = await self.library.next(source, self.order)
@@ -77,6 +78,7 @@ class ReplayBackend(BackendBase):
             interaction = await self.library.next(source, self.order)
         if interaction is None:
             raise Declined(self.library.miss(source))
+        ask.origin = self.library.place_of(interaction)
         if self._generation != self.library.generation:
             self._made.clear()
             self._generation = self.library.generation

@@ -69,9 +69,11 @@ class ScriptBackend(BackendBase):
         if self.script.empty:
             raise Declined()
         request = await ask.request()
-        answer = await self.script.answer(request, request.surface, request.session)
-        if answer is None:
+        chosen = await self.script.choose(request, request.surface, request.session)
+        if chosen is None:
             raise Declined()
+        rule, answer = chosen
+        ask.origin = f"rule {rule.id} ({rule.source})" if rule.source else f"rule {rule.id}"
         if _scored(request) and self._scorer is not None:
             if not model_installed():  # the model scores a scripted answer's tokens
                 raise ModelNotInstalled("Logprobs (or a scored echo) of a scripted answer")

@@ -128,6 +128,9 @@ class Library:
         self.index = Index(ignore=options.ignore)
         self._by_cassette: dict[str, Index] = {}  # by file name (``a`` is ``a.yaml``)
         self._files: dict[str, tuple[Interaction, ...]] = {}  # each cassette's recordings, as last read
+        # Where each recording is ("chat.yaml #2"), by identity: remade when the files are (see place_of).
+        self._places: dict[int, tuple[Interaction, str]] = {}
+        self._places_of: tuple[int, ...] = ()
         self._seen: dict[str, Signature] = {}  # every file of the last scan, cassette or not
         self._skipped: dict[str, str] = {}
         self._broken: dict[str, str] = {}
@@ -238,6 +241,18 @@ class Library:
         """Does this request's record mode record it (when replay has not answered it)?"""
         mode = self.mode(source)
         return mode in ("new_episodes", "all") or (mode == "once" and not self.dir.exists(self.cassette(source)))
+
+    def place_of(self, interaction: Interaction) -> str | None:
+        """Which cassette holds ``interaction`` and which of its recordings it is ("chat.yaml #2",
+        counted from 1), for a person reading the journal; None if no file read holds it."""
+        batches = tuple(map(id, self._files.values()))
+        if batches != self._places_of:  # the files changed: the map is made again, once
+            self._places = {
+                id(i): (i, f"{name} #{n}") for name, batch in self._files.items() for n, i in enumerate(batch, 1)
+            }
+            self._places_of = batches
+        found = self._places.get(id(interaction))
+        return found[1] if found is not None and found[0] is interaction else None
 
     def index_of(self, cassette: str | None) -> Index:
         """The recordings a request may replay: its named cassette's, else every cassette's."""

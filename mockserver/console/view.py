@@ -82,7 +82,7 @@ def row(entry: Entry) -> dict[str, Any]:
         "path": entry.path,
         "wire": wire(entry.path),
         # What made the entry ("model", "mcp", …): a field other rooms add to, read without knowing them.
-        "kind": getattr(entry, "kind", None),
+        "kind": entry.kind,
         "session": entry.session,
         "model": _model(entry),
         "stream": isinstance(body, dict) and body.get("stream") is True,
@@ -93,6 +93,7 @@ def row(entry: Entry) -> dict[str, Any]:
         "events": entry.events,
         "duration": entry.duration,
         "seed": entry.seed,
+        "origin": entry.origin,
         "preview": _preview(body),
     }
 

@@ -114,6 +114,7 @@ class Entry:
     _charged: int  # the request bytes the memory journal's budget counts for it (-1: out of the ring)
     _answer_charged: int  # the answer bytes its answers' budget counts for it
     batch: dict[str, Any] | None  # a batch line's batch: {"id", "custom_id", "line"} (None: a request)
+    origin: str | None  # the rule or the cassette's recording that answered (None: neither)
 
     def __init__(
         self,
@@ -141,9 +142,11 @@ class Entry:
         marks: list[tuple[float, int]] | None = None,
         kind: str = "model",
         batch: dict[str, Any] | None = None,
+        origin: str | None = None,
     ) -> None:
         self.id, self.time, self.method, self.path = id, time, method, path
         self.batch = batch
+        self.origin = origin
         self.kind = kind
         self.session, self.retry_attempt = session, retry_attempt
         self.faults = faults if faults is not None else []
@@ -236,6 +239,7 @@ class Entry:
             answer_headers=list(self.answer_headers) if self.answer_headers is not None else None,
             kind=self.kind,
             batch=self.batch,
+            origin=self.origin,
         )
         copy._sent = list(self._sent)
         return copy
@@ -278,6 +282,7 @@ class Entry:
             "answer_headers": _header_pairs(self.answer_headers),
             "marks": [[round(at - self.time, 6), n] for at, n in self._sent],
             "batch": self.batch,
+            "origin": self.origin,
         }
 
     def __eq__(self, other: object) -> bool:

@@ -166,6 +166,8 @@ async def handle(request: Request, family: Family) -> Response:
         if not eager:
             raise
         return await family.deliver(read[0], Opened("reference", failure=exc))
+    if ask.origin is not None:
+        _journal_origin(scope, ask.origin)
     if isinstance(first, RecordedHead):
         style = ctx.profile_of(scope).error_style
         return await recorded_response(scope, by, first, stream, plan, style, codec.surface == "responses")
@@ -356,6 +358,13 @@ def _answer(gen: GenerationRequest, by: str, body: bytes) -> Response:
         ],
         body,
     )
+
+
+def _journal_origin(scope: Any, origin: str) -> None:
+    """The journal's entry (when the request has one) names the rule or recording that answered."""
+    entry = scope.get(TALLY_KEY)
+    if entry is not None:
+        entry.origin = origin
 
 
 def abandoned(scope: Any) -> Response:
@@ -595,9 +604,12 @@ def replayable(endpoint: Handler) -> Handler:
         options = fields.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         source = source_of(scope, raw, "chat", fields.get("stream") is True, include_usage)
-        found = await ctx.chain.recorded(Ask(source, _unbuilt))
+        ask = Ask(source, _unbuilt)
+        found = await ctx.chain.recorded(ask)
         if found is None:
             return await endpoint(request)
+        if ask.origin is not None:
+            _journal_origin(scope, ask.origin)
         name, head, events = found
         style = ctx.profile_of(scope).error_style
         return await recorded_response(scope, name, head, events, planned(scope), style, False, paced=False)

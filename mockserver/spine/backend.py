@@ -305,6 +305,9 @@ class Ask:
         self.source = source
         self._build = build
         self.built: GenerationRequest | None = None
+        # What answered within the backend, for a person reading the journal: the scripted rule
+        # ("rule 3 (rules.yaml)"), the cassette and its recording ("chat.yaml #2"); None: the model.
+        self.origin: str | None = None
 
     @classmethod
     def of(cls, request: GenerationRequest, source: Source | None = None) -> Ask:

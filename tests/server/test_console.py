@@ -249,6 +249,30 @@ def test_a_cassette_miss_shows_the_closest_recording_and_what_differs() -> None:
     assert library["cassettes"] >= 4  # the shipped examples, listed read-only
 
 
+def test_an_entry_names_the_rule_or_the_recording_that_answered(server: Live) -> None:
+    said = opened(server, httpx.post(server.base_url + "/chat/completions", json=CHAT, headers=_in("origin")), "origin")
+    rules = httpx.get(server.url + "/__mockserver/answers").json()
+    weather = next(rule["id"] for rule in rules["rules"] if rule.get("match") == "weather")
+    assert said["source"] == "script" and said["origin"] == f"rule {weather}"
+    app = create_app(Settings(cassettes=str(ROOT / "cassettes"), frozen_time=FROZEN))
+    recorded = {
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "Tell me about Lisbon."}],
+        "seed": 7,
+        "max_tokens": 24,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with TestClient(app, base_url="http://127.0.0.1") as local:
+        assert local.post("/v1/chat/completions", json=recorded).status_code == 200
+        (row,) = local.get(CONSOLE + "/rows").json()["rows"]
+    assert row["source"] == "replay" and row["origin"] == "chat-stream.yaml #1"
+
+
+def _in(session: str) -> dict[str, str]:
+    return {"x-mockserver-session": session}
+
+
 def test_same_request_and_seed_same_answer_in_the_console(server: Live) -> None:
     body = {**CHAT, "messages": [{"role": "user", "content": "Lisbon"}], "max_tokens": 6, "seed": 11, "stream": True}
     for _ in range(2):

@@ -210,6 +210,7 @@ async function open(id) {
   try { entry = await json(BASE + "/entries/" + id); } catch (error) { pane.replaceChildren(el("p", { class: "error" }, error.message)); return; }
   const parts = [el("h2", {}, `#${entry.id} ${entry.method} ${entry.path}`),
     facts([["status", entry.status === null ? "none" : entry.status], ["ended", entry.ended], ["answered by", entry.source],
+      ["answered from", entry.origin],
       ["session", entry.session], ["model", entry.model], ["seed", entry.seed], ["retry attempt", entry.retry_attempt || null],
       ["duration", entry.duration === null ? null : (entry.duration * 1000).toFixed(2) + " ms"], ["events", entry.events || null],
       ["bytes", entry.bytes], ["faults", entry.faults.length ? entry.faults.map((f) => el("span", { class: "chip fault" }, f)) : "none"]])];
