@@ -48,6 +48,7 @@ def test_create_retrieve_delete(client: openai.OpenAI) -> None:
     )
     assert created.id.startswith("resp_") and str(created.output[0].id).startswith("msg_")
     assert created.status == "completed" and created.output_text
+    assert created.model == "gpt-4o-mini-2024-07-18"  # the snapshot the alias resolves to, as OpenAI answers
     usage = created.usage
     assert usage is not None and usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert client.responses.retrieve(created.id).model_dump() == created.model_dump()
