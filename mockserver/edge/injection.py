@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.types import Receive, Scope, Send
 
@@ -45,7 +46,10 @@ __all__ = ["Injection"]
 
 log = logging.getLogger("mockserver")
 
-_WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, b"authorization"})
+# The credential headers each wire sends its key in: OpenAI's (and Anthropic's 2.x SDK's) bearer,
+# Anthropic's x-api-key, Google's x-goog-api-key (or ``?key=``): a rate limit is per key and model.
+_KEYS = (b"authorization", b"x-api-key", b"x-goog-api-key")
+_WANTED = frozenset({h.FAULT, h.SESSION, h.RETRY_COUNT, *_KEYS})
 
 
 Inner = Callable[[Scope, Receive, Exchange], Awaitable[None]]
@@ -116,7 +120,7 @@ class Injection:
             except FaultError as exc:
                 await _answer(send, InvalidRequest(str(exc), param=h.name(h.FAULT)), self._style(scope))
                 return
-            model = fields.get("model") if isinstance(fields.get("model"), str) else None
+            model = _model_of(fields, scope["path"])
             plan: tuple[Fault, ...] = ()
             if asked or chaos.rules.active:
                 info = RequestInfo(
@@ -159,7 +163,7 @@ class Injection:
         self, wanted: dict[bytes, bytes], model: str | None, body: Any, send: Exchange, scope: Scope
     ) -> bool:
         """Take from the rate limiter; False (after answering 429) when a bucket is empty."""
-        key = wanted.get(b"authorization", b"").decode("latin-1").partition(" ")[2] or "anonymous"
+        key = _key_of(wanted, scope)
         try:
             decision = await self.ctx.chaos.limiter.take(key, model or "", estimate_tokens(body))
         except StateUnavailable as exc:
@@ -263,3 +267,33 @@ def _int(value: bytes | None) -> int:
 async def _answer(send: Send, error: APIError, style: Any) -> None:
     body = json.dumps(error.body(style), separators=(",", ":"), allow_nan=False).encode()
     await send_bytes(send, error.status, body, "application/json", error.headers)
+
+
+def _model_of(fields: dict[str, Any], path: str) -> str | None:
+    """The model a request asks for: its body's ``model``, else the one its path names (Gemini's
+    ``…/models/{model}:{method}``), so rate limits and rules by model hold on every wire."""
+    model = fields.get("model")
+    if isinstance(model, str):
+        return model
+    at = path.find("/models/")
+    if at < 0:
+        return None
+    name, colon, _ = path[at + len("/models/") :].rpartition(":")
+    return name if colon and name else None
+
+
+def _key_of(wanted: dict[bytes, bytes], scope: Scope) -> str:
+    """The API key a request is charged to: a bearer token, else Anthropic's or Google's key
+    header, else Google's ``?key=``; "anonymous" without one."""
+    bearer = wanted.get(b"authorization")
+    if bearer is not None:
+        return bearer.decode("latin-1").partition(" ")[2] or "anonymous"
+    for name in _KEYS[1:]:
+        value = wanted.get(name)
+        if value:
+            return value.decode("latin-1")
+    for pair in scope.get("query_string", b"").split(b"&"):
+        name, _, value = pair.partition(b"=")
+        if name == b"key" and value:
+            return unquote_to_bytes(value).decode("latin-1")
+    return "anonymous"

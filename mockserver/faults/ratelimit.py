@@ -41,10 +41,15 @@ def _duration(seconds: float) -> str:
 
 
 def estimate_tokens(body: Any) -> int:
+    """What a request will cost, as providers estimate it before generating (see the module
+    docstring): every wire's prompt and its cap on the answer (Gemini's ``contents`` and
+    ``generationConfig.maxOutputTokens`` included)."""
     if not isinstance(body, dict):
         return 1
-    text = str(body.get("messages") or body.get("prompt") or body.get("input") or "")
-    wanted = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens") or 16
+    text = str(body.get("messages") or body.get("prompt") or body.get("input") or body.get("contents") or "")
+    config = body.get("generationConfig") or body.get("generation_config")
+    capped = config.get("maxOutputTokens") or config.get("max_output_tokens") if isinstance(config, dict) else None
+    wanted = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens") or capped
     return max(1, len(text) // 4 + (wanted if isinstance(wanted, int) else 16))
 
 

@@ -331,6 +331,29 @@ def test_rate_limits_answer_in_googles_envelope() -> None:
     assert float(answers[2].headers["retry-after"]) > 0
 
 
+def test_rate_limits_are_per_key_and_per_model_named_in_the_path() -> None:
+    """A Gemini request names its model in its path and its key in x-goog-api-key or ?key=: each
+    (key, model) has its own bucket, as for OpenAI's bearer key and body model."""
+    other = GENERATE.replace("gemini-2.5-flash", "gemini-2.5-pro")
+    assert other != GENERATE
+    with serve_in_thread(create_app(Settings(frozen_time=FROZEN, backend="script", rate_limit_rpm=1))) as server:
+        assert server.app is not None
+        server.app.state.ctx.script.add(text="ok")
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            statuses = [
+                http.post(GENERATE, json=ASK, headers={"x-goog-api-key": "k1"}).status_code,
+                http.post(GENERATE, json=ASK, headers={"x-goog-api-key": "k1"}).status_code,  # k1's bucket is empty
+                http.post(GENERATE + "?key=k1", json=ASK).status_code,  # the same key, by the query
+                http.post(GENERATE, json=ASK, headers={"x-goog-api-key": "k2"}).status_code,  # another key
+                http.post(other, json=ASK, headers={"x-goog-api-key": "k1"}).status_code,  # another model
+            ]
+            rule = {"path": "/v1beta/models/*", "model": "gemini-2.5-pro", "faults": "http.503"}
+            http.post("/__mockserver/faults", json=rule).raise_for_status()
+            by_model = http.post(other, json=ASK, headers={"x-goog-api-key": "k3"}).status_code
+    assert statuses == [200, 429, 429, 200, 200]
+    assert by_model == 503  # a fault rule by model matches the model the path names
+
+
 def test_sessions_keep_their_own_rules_on_gemini_too(http: httpx.Client, script: Script) -> None:
     script.add(match="Lisbon", text="Only for session A.", session="A")
     mine = http.post(GENERATE, json=ASK, headers={"x-mockserver-session": "A"}).json()
