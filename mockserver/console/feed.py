@@ -29,21 +29,26 @@ async def page(
     journal: Journal, rows: Rows, want: dict[str, str], before: int | None, limit: int = PAGE
 ) -> dict[str, Any]:
     """The newest ``limit`` rows passing ``want`` below id ``before``, newest first; ``next``
-    is the ``before`` of the page after it (None: no older rows)."""
-    entries = await journal.aentries(want.get("session") or None)
-    found: list[dict[str, Any]] = []
-    older = None
-    for entry in reversed(entries):
-        if before is not None and entry.id >= before:
-            continue
-        line = rows.of(entry)
-        if matches(line, want):
-            if len(found) == limit:
-                older = found[-1]["id"]
-                break
-            found.append(line)
-    newest = entries[-1].id if entries else 0
-    return {"rows": found, "next": older, "newest": newest}
+    is the ``before`` of the page after it (None: no older rows). The journal's end is read,
+    further back only while the page is not full (a filter that few entries pass, a page far back)."""
+    count = 4 * (limit + 1)
+    while True:
+        entries, whole = await journal.alast(count, want.get("session") or None)
+        found: list[dict[str, Any]] = []
+        older = None
+        for entry in reversed(entries):
+            if before is not None and entry.id >= before:
+                continue
+            line = rows.of(entry)
+            if matches(line, want):
+                if len(found) == limit:
+                    older = found[-1]["id"]
+                    break
+                found.append(line)
+        if older is not None or whole:
+            newest = entries[-1].id if entries else 0
+            return {"rows": found, "next": older, "newest": newest}
+        count *= 4
 
 
 def _frame(name: str, data: Any) -> bytes:

@@ -456,25 +456,56 @@ class Journal:
         one's pending ones."""
         if not self.shared:
             return self.entries(session)
+        return (await self._fleet(session, None))[0]
+
+    async def alast(self, count: int, session: str | None = None) -> tuple[list[Entry], bool]:
+        """About the newest ``count`` entries (of ``session``), oldest first, and whether they
+        are all there are: what a view of the journal's end reads (a page, the live feed),
+        never the whole list."""
+        if self.shared:
+            return await self._fleet(session, count)
+        found: list[Entry] = []
+        with self._lock:
+            for entry in reversed(self._entries):
+                if session is None or entry.session == session:
+                    if len(found) == count:
+                        found.reverse()
+                        return found, False
+                    found.append(entry.read())
+        found.reverse()
+        return found, True
+
+    async def _fleet(self, session: str | None, newest: int | None) -> tuple[list[Entry], bool]:
+        """The shared list's entries (its ``newest`` only, when given) and this process's
+        pending ones; and whether the list was read whole."""
         state = self.bridge.state
         marks, _ = await state.exchange([CLEARED, *([_mark(session)] if session is not None else [])])
         after = max((int(m) for m in marks if m is not None), default=0)
         found: dict[int, Entry] = {}
-        for raw in await state.items(LIST if session is None else _list(session)):
+        listed = await state.items(LIST if session is None else _list(session), newest)
+        whole = newest is None or len(listed) < newest
+        oldest = None if whole else json.loads(listed[0])["id"]
+        for raw in listed:
             data = json.loads(raw)
             if data["id"] > after and (session is None or data["session"] == session):
                 found[data["id"]] = Entry(**data)
         with self._lock:
             for entry in self._pending.values():
-                if entry.id > after and (session is None or entry.session == session):
+                newer = entry.id > after and (oldest is None or entry.id > oldest)
+                if newer and (session is None or entry.session == session):
                     found.setdefault(entry.id, entry.read())
-        return [found[key] for key in sorted(found)]
+        return [found[key] for key in sorted(found)], whole
 
     async def anewer(self, after: int, session: str | None = None) -> list[Entry]:
         """The entries (of ``session``) with ids above ``after``, oldest first: what a live view
         polls for. A memory journal walks back from its newest entry only as far as ``after``."""
         if self.shared:
-            return [e for e in await self.aentries(session) if e.id > after]
+            count = 64
+            while True:  # the list's end, read further back only while all of it is newer
+                entries, whole = await self._fleet(session, count)
+                if whole or (entries and entries[0].id <= after):
+                    return [e for e in entries if e.id > after]
+                count *= 4
         found: list[Entry] = []
         with self._lock:
             for entry in reversed(self._entries):

@@ -136,8 +136,9 @@ class State(Protocol):
         """Append to the list at ``key``, keeping its newest ``cap`` items."""
         ...
 
-    async def items(self, key: str) -> list[bytes]:
-        """The list at ``key``, oldest first."""
+    async def items(self, key: str, newest: int | None = None) -> list[bytes]:
+        """The list at ``key``, oldest first; only its last ``newest`` items when given (a
+        reader of a long list's end: the console's live view)."""
         ...
 
     async def draw(self, draws: Sequence[Draw], now: float) -> Drawn:

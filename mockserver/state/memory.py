@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 
 from mockserver.clock import Clock
 from mockserver.state.base import Draw, Drawn, charge
@@ -99,9 +100,12 @@ class MemoryState:
                 items = self._lists[key] = deque(items or (), maxlen=cap)
             items.append(value)
 
-    async def items(self, key: str) -> list[bytes]:
+    async def items(self, key: str, newest: int | None = None) -> list[bytes]:
         with self._lock:
-            return list(self._lists.get(key, ()))
+            found = self._lists.get(key, ())
+            if newest is None or newest >= len(found):
+                return list(found)
+            return list(islice(found, len(found) - newest, None)) if newest > 0 else []
 
     async def draw(self, draws: Sequence[Draw], now: float) -> Drawn:
         with self._lock:

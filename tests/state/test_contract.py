@@ -243,6 +243,17 @@ async def test_push_keeps_the_newest_cap_oldest_first(state: State) -> None:
     assert await state.items("other") == [b"x"]
 
 
+async def test_the_newest_items_of_a_list(state: State) -> None:
+    for i in range(7):
+        await state.push("l", b"%d" % i, 5)
+    assert await state.items("l", newest=2) == [b"5", b"6"]
+    assert await state.items("l", newest=5) == await state.items("l", newest=50) == await state.items("l")
+    assert await state.items("l", newest=0) == []
+    assert await state.items("none", newest=3) == []
+    await state.push("l", b"7", 3)  # a smaller cap: the newest are read within it
+    assert await state.items("l", newest=4) == [b"5", b"6", b"7"]
+
+
 async def test_push_with_a_changed_cap(state: State) -> None:
     for i in range(6):
         await state.push("l", b"%d" % i, 10)

@@ -205,6 +205,21 @@ async def test_the_journal_on_b_holds_every_request_in_order(fleet: Fleet) -> No
     assert (await admin(a, "GET", "journal", session='j "x'))["entries"] == entries
 
 
+async def test_a_view_of_the_journals_end_reads_the_end_only(fleet: Fleet) -> None:
+    """The console's page and live feed read the newest entries, not the fleet's whole list."""
+    a, b = await fleet()
+    await admin(a, "POST", "answers", {"text": "ok"})
+    for n in range(12):
+        await said(a if n % 2 else b, f"request {n}", session="end")
+    journal = app_of(b).state.ctx.chaos.journal
+    last, whole = await journal.alast(5, "end")
+    assert not whole and [e.body["messages"][0]["content"] for e in last] == [f"request {n}" for n in range(7, 12)]
+    everything, whole = await journal.alast(100, "end")
+    assert whole and everything == await journal.aentries("end") and len(everything) == 12
+    assert await journal.anewer(everything[-4].id, "end") == everything[-3:]
+    assert await journal.anewer(0, "end") == everything  # read further back until it covers ``after``
+
+
 async def test_a_busy_session_cannot_push_a_quiet_ones_entries_out_of_its_journal(fleet: Fleet) -> None:
     a, b = await fleet(journal_size=3)
     await admin(a, "POST", "answers", {"text": "ok"})

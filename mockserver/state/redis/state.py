@@ -202,8 +202,11 @@ class RedisState:
         await _PUSH.run(self._link.client(), (_LIST + key,), (value, cap))
 
     @guarded
-    async def items(self, key: str) -> list[bytes]:
-        found: list[bytes] = await self._link.client().execute_command("LRANGE", _LIST + key, 0, -1)
+    async def items(self, key: str, newest: int | None = None) -> list[bytes]:
+        if newest is not None and newest <= 0:
+            return []
+        start = 0 if newest is None else -newest
+        found: list[bytes] = await self._link.client().execute_command("LRANGE", _LIST + key, start, -1)
         return found
 
     @guarded

@@ -106,6 +106,14 @@ SELECT value FROM state_lists
 WHERE key = ?1 AND seq > (SELECT seq - cap FROM state_lists WHERE key = ?1 ORDER BY seq DESC LIMIT 1)
 ORDER BY seq
 """
+# The same list's newest ?2 items, oldest first.
+_NEWEST_ITEMS = """
+SELECT value FROM (
+    SELECT value, seq FROM state_lists
+    WHERE key = ?1 AND seq > (SELECT seq - cap FROM state_lists WHERE key = ?1 ORDER BY seq DESC LIMIT 1)
+    ORDER BY seq DESC LIMIT ?2
+) ORDER BY seq
+"""
 _TRIM_EVERY = 32
 
 
@@ -424,8 +432,10 @@ class SqliteState:
 
         await self._run(append)
 
-    async def items(self, key: str) -> list[bytes]:
+    async def items(self, key: str, newest: int | None = None) -> list[bytes]:
         def select(db: sqlite3.Connection) -> list[bytes]:
+            if newest is not None:
+                return [value for (value,) in db.execute(_NEWEST_ITEMS, (key, max(0, newest)))]
             return [value for (value,) in db.execute(_ITEMS, (key,))]
 
         return await self._run(select)
