@@ -28,6 +28,7 @@ where practical (``messages[0].content``, ``?api-version``). Only misses pay for
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -192,6 +193,8 @@ class Index:
         body = redact_bytes(body)
         obj = _json_object(body)
         if obj is None:
+            obj = _multipart_object(body)
+        if obj is None:
             return method.upper(), route_of(target), query, b"raw:" + body
         for path in self._ignore_paths:
             obj = _without(obj, path)
@@ -233,6 +236,54 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+_PART_HEAD = re.compile(rb'([A-Za-z-]+)\s*:\s*([^\r\n]*)')
+_PARAM = re.compile(rb';\s*(name|filename)="((?:[^"\\]|\\.)*)"')
+
+
+def _multipart_object(body: bytes) -> dict[str, Any] | None:
+    """A ``multipart/form-data`` body (an audio upload, an image edit) as matching reads it: its
+    fields by name, a file as its name, type, size and SHA-256 — so the same form matches
+    whatever random boundary a client drew. None: the body is no multipart form.
+
+    The boundary is the body's own first line (a form starts with ``--boundary``), so no header
+    is needed. Written here, not with python-multipart (which the server uses to read forms as
+    they stream in, through callbacks): a body already whole splits on its own delimiter in a
+    few lines, and anything that is not a well-formed form is simply not matched as one."""
+    if not body.startswith(b"--"):
+        return None
+    first, crlf, _ = body.partition(b"\r\n")
+    if not crlf or len(first) < 3 or len(first) > 72 or b" " in first.strip():
+        return None
+    fields: dict[str, Any] = {}
+    for part in (b"\r\n" + body).split(b"\r\n" + first)[1:]:
+        if part.startswith(b"--"):
+            return fields  # the closing delimiter
+        head, blank, content = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        if not blank:
+            return None
+        headers = {k.lower(): v for k, v in _PART_HEAD.findall(head)}
+        disposition = headers.get(b"content-disposition", b"")
+        params = {k.decode(): v.decode("utf-8", "replace") for k, v in _PARAM.findall(disposition)}
+        name = params.get("name")
+        if name is None:
+            return None
+        if "filename" in params:
+            value: Any = {
+                "filename": params["filename"],
+                "content_type": headers.get(b"content-type", b"").decode("latin-1"),
+                "bytes": len(content),
+                "sha256": hashlib.sha256(content).hexdigest(),
+            }
+        else:
+            value = content.decode("utf-8", "replace")
+        if name in fields:  # a repeated field (``timestamp_granularities[]``): its values in order
+            held = fields[name]
+            fields[name] = [*held, value] if isinstance(held, list) else [held, value]
+        else:
+            fields[name] = value
+    return None  # no closing delimiter: not a whole form
 
 
 def _without(obj: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:

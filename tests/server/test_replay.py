@@ -178,6 +178,26 @@ def test_once_records_only_a_new_cassette(upstream: Live, tmp_path: Path) -> Non
     assert len(CassetteDir(tmp_path).load("mockserver.yaml")) == 1
 
 
+def test_a_transcription_records_and_replays_whatever_the_forms_boundary(upstream: Live, tmp_path: Path) -> None:
+    """A multipart upload (audio) is recorded as sent and matched by its fields and its file's
+    bytes: the SDK draws a new boundary for every request, and the replay still answers."""
+    with openai.OpenAI(base_url=upstream.base_url, api_key="sk-test", max_retries=0) as direct:
+        audio = direct.audio.speech.create(model="tts-1", voice="alloy", input="Hello from the cassette.").read()
+        heard = direct.audio.transcriptions.create(model="whisper-1", file=("said.mp3", audio)).text
+    with _server(tmp_path, record_mode="all", upstream=upstream.url) as recorder:
+        with openai.OpenAI(base_url=recorder.base_url, api_key="sk-test", max_retries=0) as client:
+            raw = client.audio.transcriptions.with_raw_response.create(model="whisper-1", file=("said.mp3", audio))
+        assert raw.headers["x-mockserver-source"] == "record" and raw.parse().text == heard
+    with (
+        _server(tmp_path, record_mode="none", backend="replay") as player,
+        openai.OpenAI(base_url=player.base_url, api_key="sk-test", max_retries=0) as client,
+    ):
+        again = client.audio.transcriptions.with_raw_response.create(model="whisper-1", file=("said.mp3", audio))
+        assert again.headers["x-mockserver-source"] == "replay" and again.parse().text == heard
+        with pytest.raises(openai.NotFoundError):  # other audio: a miss, not another recording's text
+            client.audio.transcriptions.create(model="whisper-1", file=("said.mp3", audio + b"\0"))
+
+
 def test_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
     with _server(tmp_path, record_mode="all", upstream="http://127.0.0.1:9") as recorder:
         response = httpx.post(recorder.base_url + "/chat/completions", json=BODY)

@@ -124,6 +124,32 @@ def test_bodies_that_are_not_json_objects_match_by_bytes() -> None:
     assert isinstance(miss, Miss) and miss.differences == ("body",)
 
 
+def _form(boundary: str, fields: list[tuple[str, str]], audio: bytes) -> bytes:
+    """A multipart form as an SDK sends it: its fields, then one file."""
+    out = b""
+    for name, value in fields:
+        out += f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+    out += f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'.encode()
+    out += b"Content-Type: audio/wav\r\n\r\n" + audio + f"\r\n--{boundary}--\r\n".encode()
+    return out
+
+
+def test_a_multipart_form_matches_whatever_its_boundary() -> None:
+    """Clients draw a random boundary per upload: a recorded transcription must still match."""
+    uri = "https://api.openai.com/v1/audio/transcriptions"
+    path = "/v1/audio/transcriptions"
+    fields = [("model", "whisper-1"), ("timestamp_granularities[]", "word"), ("timestamp_granularities[]", "segment")]
+    audio = b"RIFF\x00\x01binary\r\n--not-a-boundary\r\n"
+    index = Index([_recorded(_form("abc123", fields, audio), "heard", uri=uri)])
+    assert _hit(index.lookup("POST", path, _form("zz-other-9", fields, audio))).interaction.response.body == b"heard"
+    other_audio = index.lookup("POST", path, _form("q1", fields, audio + b"!"))
+    assert isinstance(other_audio, Miss) and other_audio.differences == ("file.bytes", "file.sha256")
+    other_model = index.lookup("POST", path, _form("q2", [("model", "gpt-4o-transcribe"), *fields[1:]], audio))
+    assert isinstance(other_model, Miss) and other_model.differences == ("model",)
+    order = index.lookup("POST", path, _form("q3", [fields[0], fields[2], fields[1]], audio))
+    assert isinstance(order, Miss)  # a repeated field's values keep their order
+
+
 def test_lookup_at_ten_thousand_is_one_hash_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """O(1) shown on the structure, not on a clock: every request has its own dict entry
     (a hit is one hash and one probe), keys are fixed-size digests whatever the body, and a
