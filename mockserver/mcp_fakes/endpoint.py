@@ -104,6 +104,7 @@ class McpEndpoint:
 
     async def close(self) -> None:
         """End the open MCP sessions (the app's shutdown)."""
+        await self.store.close()
         if self._runner is not None and self._stop is not None:
             self._stop.set()
             await self._runner

@@ -10,7 +10,10 @@ with a counter (``mcp:n:<session>:<tool>``), so parallel tests each start at its
 Open MCP sessions that listed something register here to hear that it changed
 (``notifications/*/list_changed``, sent by ``tell``, which the SDK's side injects); they are held
 by their ``mcp-session-id`` until the client ends the session (or a notice fails to reach it),
-at most :data:`LISTENERS` per mockserver session, and they are this process's only.
+at most :data:`LISTENERS` per mockserver session, and they are this process's only. On a shared
+state another process may change a catalog: while sessions listen here, a watcher looks at their
+catalogs every :data:`WATCH` seconds and tells them when one changed (a fleet's definitions are
+heard by every process's sessions; a change made here is told at once, and only once).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CATALOGS = "mcp:c:"
 COUNTS = "mcp:n:"
 PROXIES = "mcp:p:"
 LISTENERS = 64  # open MCP sessions one mockserver session keeps informed (the newest)
+WATCH = 0.5  # seconds between looks at a shared state's catalogs while MCP sessions listen
 
 Tell = Callable[[Any], Awaitable[None]]  # tells one open MCP session its lists changed
 
@@ -47,12 +51,16 @@ class McpStore:
         self.pinned = pinned or Catalog()
         self.tell: Tell | None = None
         self._listeners: dict[str | None, dict[str, Any]] = {}
+        self._seen: dict[str | None, tuple[bytes | None, ...]] = {}  # each listened session's catalogs, as last told
+        self._watching: asyncio.Task[None] | None = None
 
     async def catalog(self, session: str | None) -> Catalog:
         """What ``session`` is offered: its own definitions over the global ones over the file's."""
         state = self.bridge.state
         keys = [f"{CATALOGS}{safe(None)}"] + ([f"{CATALOGS}{safe(session)}"] if session is not None else [])
         found = await asyncio.gather(*(state.get(key) for key in keys))
+        if session in self._listeners:  # what a listening session was given: a later change is news
+            self._seen[session] = tuple(found)
         catalog = self.pinned
         for raw in found:
             if raw is not None:
@@ -71,6 +79,7 @@ class McpStore:
         await self.bridge.state.put(f"{CATALOGS}{safe(session)}", text.encode())
         await self._forget_counts(session, [t.name for t in added.tools])
         await self.changed(session)
+        await self._note()
         return merged
 
     async def clear(self, session: str | None) -> None:
@@ -83,6 +92,7 @@ class McpStore:
             await state.delete(f"{PROXIES}{safe(session)}")
             await state.forget(f"{COUNTS}{safe(session)}:")
         await self.changed(session)
+        await self._note()
 
     async def set_proxy(self, session: str | None, proxy: Proxy | None) -> None:
         """Record or replay ``session``'s MCP messages (None: answer from the catalog again)."""
@@ -117,6 +127,43 @@ class McpStore:
         listening[sid] = target  # the newest last: the oldest go first past LISTENERS
         while len(listening) > LISTENERS:
             del listening[next(iter(listening))]
+        if self.bridge.state.shared and (self._watching is None or self._watching.done()):
+            self._watching = asyncio.ensure_future(self._watch())
+
+    async def _catalogs(self, owner: str | None) -> tuple[bytes | None, ...]:
+        """The stored catalogs ``owner``'s lists are made of (the global one, its own)."""
+        keys = dict.fromkeys([f"{CATALOGS}{safe(None)}", f"{CATALOGS}{safe(owner)}"])
+        return tuple(await asyncio.gather(*(self.bridge.state.get(key) for key in keys)))
+
+    async def _note(self) -> None:
+        """What the listened sessions' catalogs are now: a change this process made and told
+        is not told again by the watcher."""
+        if self._watching is not None and not self._watching.done():
+            for owner in list(self._listeners):
+                self._seen[owner] = await self._catalogs(owner)
+
+    async def _watch(self) -> None:
+        """Tell listening sessions of a change another process made (see the module docstring)."""
+        try:
+            while self._listeners:
+                for owner in list(self._listeners):
+                    now = await self._catalogs(owner)
+                    before = self._seen.get(owner)
+                    self._seen[owner] = now
+                    if before is not None and before != now:
+                        await self._tell(list(self._listeners.get(owner, {}).items()))
+                await asyncio.sleep(WATCH)
+        except Exception as exc:  # a state that is down: the next listener starts a new watch
+            log.debug("mcp: watching the catalogs stopped (%s)", exc)
+        finally:
+            self._seen.clear()
+
+    async def close(self) -> None:
+        """Stop watching (the app's shutdown)."""
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
+            self._watching = None
 
     def forget(self, sid: str) -> None:
         """The MCP session ``sid`` ended."""
@@ -135,6 +182,11 @@ class McpStore:
             if session is None or owner == session
             for sid, target in list(listening.items())
         ]
+        await self._tell(targets)
+
+    async def _tell(self, targets: list[tuple[str, Any]]) -> None:
+        if self.tell is None:
+            return
         for sid, target in targets:
             try:
                 await self.tell(target)

@@ -259,3 +259,25 @@ async def test_a_fleet_shares_tools_and_journal_through_the_state(tmp_path: Path
         methods = [e["body"]["method"] for e in entries if e["kind"] == "mcp"]
         assert methods[0] == "initialize" and "tools/call" in methods
         assert [e["id"] for e in entries] == sorted({e["id"] for e in entries})  # one order for the fleet
+
+
+async def test_a_change_made_through_another_process_is_announced(tmp_path: Path) -> None:
+    """An MCP session open on one process hears list_changed when a tool is defined through
+    another process of the fleet."""
+    settings = Settings(frozen_time=FROZEN, state=f"sqlite:{tmp_path / 'state.db'}", backend="script")
+    heard: list[Any] = []
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append(message)
+            changed.set()
+
+    with serve_in_thread(create_app(settings)) as one, serve_in_thread(create_app(settings)) as two:
+        async with client(two, "far", message_handler=on_message) as c:
+            assert not (await c.list_tools()).tools  # what it was given: a later change is news
+            admin(one, "POST", "far", {"tools": [WEATHER]}).raise_for_status()
+            with anyio.fail_after(10):
+                await changed.wait()
+            assert "get_weather" in [t.name for t in (await c.list_tools()).tools]
+    assert heard
