@@ -1,4 +1,6 @@
-"""Faults on a Realtime socket, asked for by the handshake's ``x-mockserver-fault`` header.
+"""Faults on a Realtime socket: asked for by the handshake's ``x-mockserver-fault`` header, and
+given by ``--faults`` and the fault rules whose ``path`` matches ``/v1/realtime`` (each response
+counts as one call to it: ``nth`` and ``times`` count responses).
 
 The grammar is the HTTP one (:mod:`mockserver.faults.catalogue`); on a socket each applies per
 response, counted in server events from ``response.created``:
@@ -20,8 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mockserver.faults.catalogue import Fault, FaultError, parse, request_rng
+from mockserver.faults.rules import RequestInfo, RuleBook
 
-__all__ = ["SocketFaults", "read"]
+__all__ = ["PATH", "SocketFaults", "read", "ruled"]
+
+PATH = "/v1/realtime"  # what fault rules match a socket's responses by
 
 SOCKET = frozenset({"stream.cut_after", "stream.reset_after", "stream.error_at", "http.429"})
 
@@ -29,6 +34,16 @@ SOCKET = frozenset({"stream.cut_after", "stream.reset_after", "stream.error_at",
 def read(spec: str | None) -> tuple[Fault, ...]:
     """The faults a handshake asks for; :class:`FaultError` for a spec that does not parse."""
     return parse(spec) if spec else ()
+
+
+async def ruled(rules: RuleBook, seed: int, info: RequestInfo, session_id: str, response: int) -> tuple[Fault, ...]:
+    """The faults ``--faults`` and the matching rules give one response (those a socket can
+    suffer), drawn from a generator seeded by the session and the response's number."""
+    if not rules.active:
+        return ()
+    rng = request_rng(seed, "realtime-rules", session_id, response)
+    found = await rules.decide(info, (), rng)
+    return tuple(f for f in found if f.name in SOCKET or f.kind in ("latency", "content"))
 
 
 @dataclass(frozen=True, slots=True)

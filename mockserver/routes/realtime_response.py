@@ -15,6 +15,8 @@ import base64
 from typing import TYPE_CHECKING, Any
 
 from mockserver.errors import APIError
+from mockserver.faults.rules import RequestInfo
+from mockserver.routes import realtime_faults
 from mockserver.routes.realtime_faults import SocketFaults
 from mockserver.spine.events import TextDelta, ToolCallDelta, Usage
 from mockserver.spine.request import GenerationRequest
@@ -96,6 +98,20 @@ class Turn:
         message: dict[str, Any] | None = None
         calls: dict[int, dict[str, Any]] = {}
         try:
+            info = RequestInfo(
+                "GET",
+                realtime_faults.PATH,
+                model=self.config.get("model"),
+                stream=True,
+                tools=bool(self.config.get("tools")),
+                session=rt.session_header,
+            )
+            given = await realtime_faults.ruled(
+                rt.ctx.chaos.rules, rt.ctx.seed, info, rt.session.config["id"], rt.responses
+            )
+            if given:  # --faults and rules, beside the handshake's
+                self.faults = SocketFaults((*self.faults.faults, *given))
+                rt.turn_faults = self.faults.faults
             self.send({"type": "response.created", "response": self._response("in_progress")})
             if self.faults.refused:
                 self._refuse()

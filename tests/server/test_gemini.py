@@ -348,10 +348,11 @@ def test_rate_limits_are_per_key_and_per_model_named_in_the_path() -> None:
                 http.post(other, json=ASK, headers={"x-goog-api-key": "k1"}).status_code,  # another model
             ]
             rule = {"path": "/v1beta/models/*", "model": "gemini-2.5-pro", "faults": "http.503"}
-            http.post("/__mockserver/faults", json=rule).raise_for_status()
+            http.post("/__mockserver/rules", json=rule).raise_for_status()
             by_model = http.post(other, json=ASK, headers={"x-goog-api-key": "k3"}).status_code
+            not_that_model = http.post(GENERATE, json=ASK, headers={"x-goog-api-key": "k3"}).status_code
     assert statuses == [200, 429, 429, 200, 200]
-    assert by_model == 503  # a fault rule by model matches the model the path names
+    assert (by_model, not_that_model) == (503, 200)  # a fault rule by model matches the model the path names
 
 
 def test_sessions_keep_their_own_rules_on_gemini_too(http: httpx.Client, script: Script) -> None:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, cast
 
+import httpx
 import openai
 import pytest
 from openai.resources.realtime.realtime import RealtimeConnection
@@ -193,6 +194,20 @@ def test_a_rate_limited_response_and_a_dropped_socket(client: openai.OpenAI) -> 
         _text_turn(conn)
         with pytest.raises(Exception, match="1011"):
             _until(conn, "response.done")
+
+
+def test_a_fault_rule_reaches_a_sockets_responses(live: Live, client: openai.OpenAI) -> None:
+    """A rule on /v1/realtime (a session's) fails its nth response: each response is one call."""
+    session = "realtime-rule"
+    rule = {"path": "/v1/realtime", "faults": "http.429", "nth": [2], "session": session}
+    httpx.post(live.url + "/__mockserver/rules", json=rule).raise_for_status()
+    with client.realtime.connect(model="gpt-realtime", extra_headers={"x-mockserver-session": session}) as conn:
+        _text_turn(conn)
+        first = _until(conn, "response.done")
+        conn.response.create()
+        second = _until(conn, "response.done")
+    assert not [e for e in first if e.type == "error"]
+    assert next(e for e in second if e.type == "error").error.code == "rate_limit_exceeded"
 
 
 def test_client_events_are_journaled(live: Live, client: openai.OpenAI) -> None:
