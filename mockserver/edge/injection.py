@@ -250,6 +250,8 @@ class Injection:
             await asyncio.shield(self.ctx.chaos.journal.close(entry))
         except StateUnavailable as exc:
             log.warning("journal entry %d not kept: %s", entry.id, exc.message)
+        except Exception:  # whatever a failing engine's client raises: the answer still goes out whole
+            log.exception("journal entry %d not kept", entry.id)
 
     def _close(self, entry: Entry, started: float, stream: bool) -> None:
         entry.duration = time.perf_counter() - started

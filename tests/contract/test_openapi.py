@@ -51,7 +51,7 @@ def test_fuzzing_finds_no_server_error_and_no_undocumented_answer(tmp_path: Path
                 "--checks",
                 "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance",
                 "--max-examples",
-                "5",  # per operation: ~70 operations, one test within the suite's budget
+                "3",  # per operation: ~70 operations, one test within the suite's budget
                 "--generation-deterministic",
                 "--workers",
                 "1",

@@ -52,7 +52,7 @@ SHORT = Budget(
     fuzz_examples=40,
     # tests/contract/test_openapi.py already runs the small schemathesis pass in CI.
     schemathesis_examples=0,
-    crash_rounds=2,
+    crash_rounds=1,
     reconfig_clients=16,
     reconfig_seconds=4.0,
 )

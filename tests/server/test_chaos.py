@@ -138,10 +138,10 @@ def test_server_latency_setting_and_time_scale() -> None:
 def _decisions(live: Live) -> list[int]:
     header = {"x-mockserver-fault": "http.500@p=0.3; http.429@p=0.3"}
     with httpx.Client(base_url=live.base_url) as client:
-        return [client.get(f"/models/m-{i}", headers=header).status_code for i in range(1000)]
+        return [client.get(f"/models/m-{i}", headers=header).status_code for i in range(400)]
 
 
-def test_same_seed_same_fault_decisions_over_1000_requests_in_two_processes() -> None:
+def test_same_seed_same_fault_decisions_over_400_requests_in_two_processes() -> None:
     with serve_in_process(["--seed", "11"]) as first:
         a = _decisions(first)
     with serve_in_process(["--seed", "11"]) as second:
@@ -149,6 +149,6 @@ def test_same_seed_same_fault_decisions_over_1000_requests_in_two_processes() ->
     assert a == b
     counts = {status: a.count(status) for status in set(a)}
     assert set(counts) == {500, 429, 404}  # an unlisted model id: 404 when no fault fires
-    assert 230 < counts[500] < 370 and 150 < counts[429] < 270
+    assert 80 < counts[500] < 160 and 50 < counts[429] < 120  # p=0.3, then 0.3 of the rest
     with serve_in_thread(create_app(Settings(seed=12))) as other:
         assert _decisions(other) != a  # another global seed, other decisions
