@@ -24,13 +24,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mockserver.context import ServerContext
 from mockserver.faults.catalogue import Fault, FaultError
-from mockserver.routes import realtime_faults, realtime_items
+from mockserver.routes import realtime_faults, realtime_hearing, realtime_items
 from mockserver.routes.realtime_faults import SocketFaults
 from mockserver.routes.realtime_response import Turn
 from mockserver.spine import seeding
 from mockserver.voice import formats, modem
 from mockserver.voice.session import Session, default_config, merged, update_problem
-from mockserver.voice.transcribe import hear, heard_part
+from mockserver.voice.transcribe import Heard, hear, heard_part
 from mockserver.voice.vad import Detector
 from mockserver.wire import headers as h
 
@@ -55,6 +55,7 @@ class Realtime:
         self.session_header = ws.headers.get(h.name(h.SESSION))
         self.responses = 0
         self.turn_faults: tuple[Fault, ...] = ()  # the last response's (journaled)
+        self.hearing: set[asyncio.Task[None]] = set()  # transcripts being made (realtime_hearing)
         self.fault_problem: str | None = None
         try:
             self.faults = realtime_faults.read(ws.headers.get(h.name(h.FAULT)))
@@ -103,6 +104,8 @@ class Realtime:
         finally:
             if self.running is not None:
                 self.running.cancel()  # a client that left frees its work
+            for task in self.hearing:
+                task.cancel()
             writing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await writing
@@ -186,6 +189,11 @@ class Realtime:
         item["status"] = "completed"
         if item["type"] == "message":  # audio parts are heard: mockserver's speech gives its text
             item["content"] = [heard_part(part) for part in item.get("content") or ()]
+            for index, part in enumerate(item["content"]):
+                if isinstance(part, dict) and part.get("type") == "input_audio" and part.get("transcript") is None:
+                    pcm = base64.b64decode(part.get("audio") or "")
+                    if pcm:  # other audio: the engine hears it
+                        self.listen(item, pcm, hear(formats.from_pcm16(pcm), modem.RATE), index)
         previous = self.session.add(item, event.get("previous_item_id"))
         self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
@@ -236,17 +244,38 @@ class Realtime:
         previous = self.session.add(item)
         self.send({"type": "input_audio_buffer.committed", "item_id": item["id"], "previous_item_id": previous})
         self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
-        if self.session.config["audio"]["input"].get("transcription") and transcript is not None:
+        if transcript is not None:
+            self.transcribed(item, transcript, heard)
+        else:  # audio mockserver did not speak: the engine hears it (a response waits for it)
+            self.listen(item, pcm, heard, 0)
+        self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+
+    def listen(self, item: dict[str, Any], pcm: bytes, heard: Heard, index: int) -> None:
+        task = asyncio.ensure_future(self.hear(item, pcm, heard, index))
+        self.hearing.add(task)
+        task.add_done_callback(self.hearing.discard)
+
+    async def hear(self, item: dict[str, Any], pcm: bytes, heard: Heard, index: int) -> None:
+        asked = self.session.config["audio"]["input"].get("transcription") or {}
+        model = asked.get("model") if isinstance(asked, dict) else None
+        text = await realtime_hearing.transcript(
+            self.ctx, pcm, heard, model or realtime_hearing.MODEL, self.session_header
+        )
+        item["content"][index]["transcript"] = text
+        self.transcribed(item, text, heard, index)
+
+    def transcribed(self, item: dict[str, Any], transcript: str, heard: Heard, index: int = 0) -> None:
+        """The item's audio is heard: said, when the session asked for its transcription."""
+        if self.session.config["audio"]["input"].get("transcription"):
             self.send(
                 {
                     "type": "conversation.item.input_audio_transcription.completed",
                     "item_id": item["id"],
-                    "content_index": 0,
+                    "content_index": index,
                     "transcript": transcript,
                     "usage": {"type": "duration", "seconds": heard.seconds},
                 }
             )
-        self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
 
     def clear(self, event: dict[str, Any]) -> None:
         self.session.audio.clear()

@@ -113,6 +113,8 @@ class Turn:
                 self.faults = SocketFaults((*self.faults.faults, *given))
                 rt.turn_faults = self.faults.faults
             self.send({"type": "response.created", "response": self._response("in_progress")})
+            if rt.hearing:  # committed audio still being heard: the conversation reads its words
+                await asyncio.gather(*rt.hearing, return_exceptions=True)
             if self.faults.refused:
                 self._refuse()
                 return

@@ -98,6 +98,39 @@ def test_an_audio_item_is_heard_as_its_text(conn: RealtimeConnection) -> None:
     assert item.content[0].transcript == "Two coffees, please."
 
 
+def _tone(seconds: float, hz: float) -> bytes:
+    """Audio mockserver did not speak: a plain tone, 24 kHz 16-bit mono."""
+    import numpy as np
+
+    t = np.arange(int(24_000 * seconds)) / 24_000
+    return (np.sin(2 * np.pi * hz * t) * 8000).astype("<i2").tobytes()
+
+
+def _heard(client: openai.OpenAI, pcm: bytes) -> tuple[str, str]:
+    """A session commits ``pcm`` and asks for a text answer: its transcript and the answer."""
+    with client.realtime.connect(model="gpt-realtime") as conn:
+        update = {"turn_detection": None, "transcription": {"model": "gpt-4o-transcribe"}}
+        conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "audio": {"input": update}})
+        _until(conn, "session.updated")
+        conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
+        conn.input_audio_buffer.commit()
+        conn.response.create()
+        events = _until(conn, "response.done")
+    heard = next(e for e in events if e.type == "conversation.item.input_audio_transcription.completed")
+    answer = next(e for e in events if e.type == "response.output_text.done")
+    return heard.transcript, answer.text
+
+
+def test_audio_mockserver_did_not_speak_is_heard_by_the_engine(client: openai.OpenAI) -> None:
+    """Other audio is transcribed as /v1/audio/transcriptions would (seeded by the audio): the
+    same audio is the same words in every session, other audio other words, and the response
+    waits for them."""
+    first, answered = _heard(client, _tone(1.5, 440.0))
+    assert first.strip() and (first, answered) == _heard(client, _tone(1.5, 440.0))
+    other, answered_other = _heard(client, _tone(1.5, 660.0))
+    assert other != first and answered_other != answered  # the answer read what was heard
+
+
 def test_a_commit_alone_starts_no_response(conn: RealtimeConnection) -> None:
     conn.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": None}}})
     _until(conn, "session.updated")
