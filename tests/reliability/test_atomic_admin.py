@@ -73,17 +73,19 @@ def test_a_list_is_written_all_or_none(
 
         writes = 40 if budget.name == "full" else 6
         seen: list[int] = []
-        stop = threading.Event()
+        stop, reading = threading.Event(), threading.Event()
 
         def read() -> None:
             with httpx.Client(timeout=30) as client:
                 while not stop.is_set():
                     found = client.get(admin).json()["rules"]
                     seen.append(len(found) - 1)  # but the pinned default
+                    reading.set()
 
         reader = threading.Thread(target=read, daemon=True)
         with HealthProbe(server.url) as probe:
             reader.start()
+            assert reading.wait(60), "the reader never read"  # the writes begin once it reads
             try:
                 with httpx.Client(timeout=30) as client:
                     for i in range(writes):
