@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import json
 import threading
+from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -107,10 +108,13 @@ class Entry:
     kind: str  # "model" (a provider path's request) or "mcp" (a JSON-RPC message to /mcp)
     # What went back (the console shows it): the status line's headers, the first ANSWER_KEPT
     # bytes of a text body, and per body message (seconds since ``time``, bytes sent by then).
-    answer_headers: list[tuple[Any, Any]] | None
+    # Kept in shapes the garbage collector does not walk (a tuple of tuples of bytes, arrays of
+    # numbers, a bytearray): a journal of 10,000 entries must not slow every collection.
+    _head: tuple[tuple[Any, Any], ...] | None  # the answer's headers
     _answer: bytearray | bytes_ | None  # the kept bytes (None: not kept, or read back from JSON)
     _answer_text: str | None  # an entry read back from JSON: the answer as it was kept
-    _sent: list[tuple[float, int]]  # per body message: (wall-clock time, bytes sent by then)
+    _sent_at: array[float]  # per body message: its wall-clock time …
+    _sent_bytes: array[int]  # … and the bytes sent by then
     _charged: int  # the request bytes the memory journal's budget counts for it (-1: out of the ring)
     _answer_charged: int  # the answer bytes its answers' budget counts for it
     batch: dict[str, Any] | None  # a batch line's batch: {"id", "custom_id", "line"} (None: a request)
@@ -154,15 +158,21 @@ class Entry:
         self.events, self.bytes, self.ended, self.duration = events, bytes, ended, duration
         self.body_bytes = body_bytes
         self._body, self._digest, self._truncated, self._raw = body, body_sha256, body_truncated, raw
-        self.answer_headers = answer_headers
+        self._head = tuple((k, v) for k, v in answer_headers) if answer_headers is not None else None
         self._answer, self._answer_text = (None, answer) if isinstance(answer, str) else (answer, None)
-        self._sent = [(time + m[0], m[1]) for m in marks] if marks else []
+        self._sent_at = array("d", [time + m[0] for m in marks] if marks else ())
+        self._sent_bytes = array("q", [m[1] for m in marks] if marks else ())
         self._charged = self._answer_charged = 0
+
+    @property
+    def answer_headers(self) -> list[tuple[Any, Any]] | None:
+        """The answer's headers as they went out (None: no answer began)."""
+        return list(self._head) if self._head is not None else None
 
     def answering(self, headers: list[tuple[bytes_, bytes_]], text: bool) -> None:
         """The status line went out with ``headers``: keep them, and the body from here when
         ``text`` (JSON, SSE, text; an audio or image body is not kept)."""
-        self.answer_headers = headers
+        self._head = tuple(headers)
         self._answer = bytearray() if text else None
 
     def answered(self, chunk: bytes_) -> None:
@@ -173,14 +183,15 @@ class Entry:
             room = ANSWER_KEPT - len(kept)
             if room > 0:
                 kept += chunk if len(chunk) <= room else chunk[:room]
-        sent = self._sent
+        sent = self._sent_at
         if len(sent) < MARKS_KEPT:
-            sent.append((_now(), self.bytes))
+            sent.append(_now())
+            self._sent_bytes.append(self.bytes)
 
     @property
     def marks(self) -> list[tuple[float, int]]:
         """Per body message sent: (seconds after the request arrived, bytes sent by then)."""
-        return [(at - self.time, count) for at, count in self._sent]
+        return [(at - self.time, count) for at, count in zip(self._sent_at, self._sent_bytes, strict=True)]
 
     @property
     def answer(self) -> str | None:
@@ -241,7 +252,7 @@ class Entry:
             batch=self.batch,
             origin=self.origin,
         )
-        copy._sent = list(self._sent)
+        copy._sent_at, copy._sent_bytes = array("d", self._sent_at), array("q", self._sent_bytes)
         return copy
 
     def _kept_answer(self) -> bytes_ | bytearray:
@@ -280,7 +291,7 @@ class Entry:
             "body_truncated": self._truncated,
             "answer": self.answer,
             "answer_headers": _header_pairs(self.answer_headers),
-            "marks": [[round(at - self.time, 6), n] for at, n in self._sent],
+            "marks": [[round(at, 6), n] for at, n in self.marks],
             "batch": self.batch,
             "origin": self.origin,
         }
