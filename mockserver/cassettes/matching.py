@@ -238,7 +238,7 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-_PART_HEAD = re.compile(rb'([A-Za-z-]+)\s*:\s*([^\r\n]*)')
+_PART_HEAD = re.compile(rb"([A-Za-z-]+)\s*:\s*([^\r\n]*)")
 _PARAM = re.compile(rb';\s*(name|filename)="((?:[^"\\]|\\.)*)"')
 
 
