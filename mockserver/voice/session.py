@@ -16,15 +16,37 @@ from typing import Any, Literal
 from mockserver.spine import seeding
 from mockserver.spine.request import ChatMessage, ForcedCall, GenerationRequest, Prompt, Sampling, Tool
 
-__all__ = ["Session", "default_config", "merged", "update_problem"]
+__all__ = ["Session", "default_config", "merged", "update_problem", "updated"]
 
 Item = dict[str, Any]
 DEFAULT_MAX = 256  # output tokens of a response when the session says "inf"
 _MODES: dict[str, Literal["none", "auto", "required"]] = {"none": "none", "auto": "auto", "required": "required"}
 
 
-def default_config(model: str, session_id: str) -> dict[str, Any]:
-    """The session OpenAI's GA Realtime API starts with (output audio, server VAD)."""
+def default_config(model: str, session_id: str, kind: str = "realtime") -> dict[str, Any]:
+    """The session OpenAI's GA Realtime API starts with (output audio, server VAD); ``kind``
+    ``"transcription"``: a transcription session's (input audio only, transcribed)."""
+    if kind == "transcription":
+        return {
+            "type": "transcription",
+            "object": "realtime.transcription_session",
+            "id": session_id,
+            "expires_at": 0,
+            "include": None,
+            "audio": {
+                "input": {
+                    "format": {"type": "audio/pcm", "rate": 24000},
+                    "transcription": {"model": "gpt-4o-transcribe", "language": None, "prompt": None},
+                    "noise_reduction": None,
+                    "turn_detection": {
+                        "type": "server_vad",
+                        "threshold": 0.5,
+                        "prefix_padding_ms": 300,
+                        "silence_duration_ms": 500,
+                    },
+                },
+            },
+        }
     return {
         "type": "realtime",
         "object": "realtime.session",
@@ -68,6 +90,23 @@ def merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
             out[key] = merged(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def updated(config: dict[str, Any], update: dict[str, Any], model: str = "gpt-realtime") -> dict[str, Any]:
+    """``config`` after a ``session.update`` (checked by :func:`update_problem`): partial, except
+    that an audio format is replaced whole (a G.711 format has no ``rate``) and a change of
+    ``type`` starts from that kind's defaults (the id kept; ``model``: the handshake's, which a
+    transcription session's config does not name)."""
+    base = config
+    if update.get("type", config["type"]) != config["type"]:
+        base = default_config(model, config["id"], update["type"])
+    out = merged(base, {k: v for k, v in update.items() if k not in ("id", "object")})
+    audio = update.get("audio") or {}
+    for side in ("input", "output"):
+        fmt = (audio.get(side) or {}).get("format")
+        if fmt is not None and side in out["audio"]:
+            out["audio"][side]["format"] = copy.deepcopy(fmt)
     return out
 
 
@@ -169,7 +208,10 @@ def text_of(item: Item) -> str:
 
 def update_problem(update: dict[str, Any]) -> tuple[str, str] | None:
     """What is wrong with a ``session.update``'s session, and the parameter it names; None: nothing
-    this server checks (24 kHz PCM is the one audio format it speaks and hears)."""
+    this server checks (the audio formats are the GA API's three: 24 kHz PCM, G.711 μ-law and A-law)."""
+    kind = update.get("type")
+    if kind is not None and kind not in ("realtime", "transcription"):
+        return "type must be 'realtime' or 'transcription'.", "session.type"
     modalities = update.get("output_modalities")
     if modalities is not None and (not isinstance(modalities, list) or not set(modalities) <= {"text", "audio"}):
         return "output_modalities must be ['text'] or ['audio'].", "session.output_modalities"
@@ -181,10 +223,22 @@ def update_problem(update: dict[str, Any]) -> tuple[str, str] | None:
     for side in ("input", "output"):
         given = audio.get(side) or {}
         fmt = given.get("format") if isinstance(given, dict) else None
-        if isinstance(fmt, dict) and (fmt.get("type") != "audio/pcm" or fmt.get("rate", 24000) != 24000):
-            return "Only audio/pcm at 24000 Hz is supported here.", f"session.audio.{side}.format"
+        if fmt is not None and not _format_ok(fmt):
+            return (
+                "format must be audio/pcm (rate 24000), audio/pcmu or audio/pcma.",
+                f"session.audio.{side}.format",
+            )
     output = audio.get("output") or {}
     speed = output.get("speed") if isinstance(output, dict) else None
     if speed is not None and (not isinstance(speed, int | float) or not 0.25 <= speed <= 1.5):
         return "speed must be between 0.25 and 1.5.", "session.audio.output.speed"
     return None
+
+
+def _format_ok(fmt: Any) -> bool:
+    """One of the GA API's audio formats: 24 kHz PCM, or G.711 (8 kHz, no rate given)."""
+    if not isinstance(fmt, dict):
+        return False
+    if fmt.get("type") == "audio/pcm":
+        return bool(fmt.get("rate", 24000) == 24000)
+    return bool(fmt.get("type") in ("audio/pcmu", "audio/pcma") and set(fmt) <= {"type"})

@@ -9,19 +9,17 @@ six tokens a second of it. Either way the request goes through the one engine: s
 
 from __future__ import annotations
 
-import base64
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from mockserver.spine.request import Answer, ChatMessage, GenerationRequest, Prompt, Sampling
-from mockserver.voice import formats, modem
+from mockserver.voice import modem
 from mockserver.voice.modem import Spoken
 
-__all__ = ["EXTENSIONS", "Heard", "generation", "hear", "heard_part", "language_name"]
+__all__ = ["EXTENSIONS", "Heard", "generation", "hear", "language_name"]
 
 # The file formats OpenAI's transcription endpoints accept (by the file's extension).
 EXTENSIONS = ("flac", "mp3", "mp4", "mpeg", "mpga", "m4a", "ogg", "oga", "opus", "wav", "webm")
@@ -97,13 +95,3 @@ def generation(
         session=session,
         answers=answers,
     )
-
-
-def heard_part(part: Any) -> Any:
-    """A content part, an ``input_audio`` one (base64 PCM) with the transcript its audio carries."""
-    if not isinstance(part, dict) or part.get("type") != "input_audio" or part.get("transcript") is not None:
-        return part
-    pcm = base64.b64decode(part.get("audio") or "", validate=True)
-    heard = hear(formats.from_pcm16(pcm), modem.RATE) if pcm else None
-    spoken = heard.spoken if heard is not None else None
-    return {**part, "transcript": spoken.text if spoken is not None else None}

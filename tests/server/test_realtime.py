@@ -153,8 +153,8 @@ def test_bad_events_get_an_error_naming_them_and_the_session_goes_on(conn: Realt
     conn.send({"type": "conversation.item.delete", "event_id": "evt_gone", "item_id": "item_nope"})
     error = _next(conn)
     assert error.type == "error" and error.error.event_id == "evt_gone" and error.error.code == "item_not_found"
-    pcmu = {"audio": {"output": {"format": {"type": "audio/pcmu"}}}, "type": "realtime"}
-    conn.send(cast(Any, {"type": "session.update", "event_id": "evt_fmt", "session": pcmu}))
+    pcm16k = {"audio": {"output": {"format": {"type": "audio/pcm", "rate": 16000}}}, "type": "realtime"}
+    conn.send(cast(Any, {"type": "session.update", "event_id": "evt_fmt", "session": pcm16k}))
     error = _next(conn)
     assert error.error.event_id == "evt_fmt" and error.error.param == "session.audio.output.format"
     conn.send({"type": "input_audio_buffer.append", "event_id": "evt_b64", "audio": "%%%"})

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from mockserver.errors import InvalidRequest
 from mockserver.lifecycle.runs import Narrator, Status
-from mockserver.mcp_fakes.remote import McpSession, RemoteFailure, host_problem, open_session
+from mockserver.mcp_fakes.remote import McpSession, RemoteFailure, open_session
+from mockserver.mcp_fakes.tool_use import Server
+from mockserver.mcp_fakes.tool_use import arguments as _arguments
+from mockserver.mcp_fakes.tool_use import call as _call
+from mockserver.mcp_fakes.tool_use import choose as _choose
+from mockserver.mcp_fakes.tool_use import invalid as _invalid
+from mockserver.mcp_fakes.tool_use import servers as _servers
 from mockserver.routes.handler import Opened, Prepared
 from mockserver.spine import seeding
 from mockserver.spine.backend import aclose
@@ -34,22 +39,6 @@ __all__ = ["Lead", "McpNarrator", "lead", "narrating", "opening"]
 
 
 @dataclass(frozen=True, slots=True)
-class Server:
-    index: int  # in ``tools``
-    label: str
-    url: str
-    headers: Mapping[str, str]
-    allowed: frozenset[str] | None  # None: every tool
-    approval: str | Mapping[str, Any]  # "always", "never" or the spec's filter object
-
-    def needs_approval(self, name: str) -> bool:
-        if isinstance(self.approval, str):
-            return self.approval != "never"
-        never = (self.approval.get("never") or {}).get("tool_names") or []
-        return name not in never
-
-
-@dataclass(frozen=True, slots=True)
 class Lead:
     """The MCP items an answer opens with; ``pending``: it ends with an approval request."""
 
@@ -57,85 +46,10 @@ class Lead:
     pending: bool = False
 
 
-def _invalid(where: str, message: str) -> InvalidRequest:
-    return InvalidRequest(f"Invalid '{where}': {message}", param=where)
-
-
-def _servers(tools: list[Any], allowed_hosts: frozenset[str], session: str | None) -> list[Server]:
-    found = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") != "mcp":
-            continue
-        at = f"tools[{i}]"
-        label = tool.get("server_label")
-        if not isinstance(label, str) or not label:
-            raise _invalid(f"{at}.server_label", "an mcp tool needs a server_label.")
-        if tool.get("connector_id") is not None:
-            raise _invalid(f"{at}.connector_id", "connectors are not served here; give a server_url (docs/mcp.md).")
-        url = tool.get("server_url")
-        if not isinstance(url, str):
-            raise _invalid(f"{at}.server_url", "an mcp tool needs a server_url (or a connector_id).")
-        problem = host_problem(url, allowed_hosts)
-        if problem is not None:
-            raise _invalid(f"{at}.server_url", problem)
-        headers = tool.get("headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise _invalid(f"{at}.headers", "headers are an object of strings.")
-        if session is not None and not any(k.lower() == h.name(h.SESSION) for k in headers):
-            headers = {**headers, h.name(h.SESSION): session}  # the MCP calls join the request's session
-        allowed = tool.get("allowed_tools")
-        if isinstance(allowed, dict):
-            allowed = allowed.get("tool_names")
-        if allowed is not None and not (isinstance(allowed, list) and all(isinstance(n, str) for n in allowed)):
-            raise _invalid(f"{at}.allowed_tools", 'a list of tool names, or {"tool_names": [...]}.')
-        approval = tool.get("require_approval")
-        approval = "always" if approval is None else approval  # the spec's default
-        if approval not in ("always", "never") and not isinstance(approval, dict):
-            raise _invalid(f"{at}.require_approval", '"always", "never", or {"never": {"tool_names": [...]}}.')
-        found.append(Server(i, label, url, headers, frozenset(allowed) if allowed is not None else None, approval))
-    return found
-
-
 def _text(data: Json) -> str:
     """What the input says, for choosing the tool it names."""
     given = data.get("input")
     return given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)
-
-
-def _choose(listed: list[tuple[Server, list[Json]]], text: str) -> tuple[Server, Json] | None:
-    """The allowed tool the input names (``get_weather`` or "get weather"), else the first."""
-    lowered = text.lower()
-    candidates = [(server, tool) for server, tools in listed for tool in tools]
-    for server, tool in candidates:
-        name = str(tool["name"]).lower()
-        if name in lowered or name.replace("_", " ") in lowered:
-            return server, tool
-    return candidates[0] if candidates else None
-
-
-def _arguments(tool: Json, seed: int) -> str:
-    from mockserver.fakejson.generate import fake_value
-
-    schema = tool.get("input_schema") or {"type": "object"}
-    try:
-        value = fake_value(schema, seed)
-    except ValueError:
-        value = {}
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-async def _call(server: Server, name: str, arguments: str, item: Json, session: McpSession | None = None) -> Json:
-    """The ``mcp_call`` item of one call (its output, or the spec's typed error), on ``session``
-    when one is open on the server already."""
-    try:
-        if session is not None:
-            output = await session.call_tool(name, json.loads(arguments))
-        else:
-            async with open_session(server.url, server.headers) as opened:
-                output = await opened.call_tool(name, json.loads(arguments))
-        return {**item, "output": output, "error": None, "status": "completed"}
-    except RemoteFailure as failure:
-        return {**item, "output": None, "error": dict(failure.error), "status": "failed"}
 
 
 async def lead(prepared: Prepared, allowed_hosts: frozenset[str]) -> Lead | None:

@@ -1,38 +1,38 @@
 """One Realtime response: the conversation asked of the engine, its events sent as the GA API does.
 
-``response.created`` → per output item ``response.output_item.added`` (and the conversation's
-``conversation.item.added``), a message's ``response.content_part.added``, its deltas (text, or
-audio transcript then audio), the ``*.done`` events, ``response.output_item.done`` and
-``conversation.item.done``; a function call's argument deltas and ``…arguments.done``; then
-``response.done`` with usage, and ``rate_limits.updated``. A cancelled response ends
-``cancelled``; an engine error ends it ``failed`` after an ``error`` event.
+``response.created`` → the session's MCP calls first (:mod:`.mcp`) → per output item
+``response.output_item.added`` (and the conversation's ``conversation.item.added``), a message's
+``response.content_part.added``, its deltas (text, or audio transcript then audio), the ``*.done``
+events, ``response.output_item.done`` and ``conversation.item.done``; a function call's argument
+deltas and ``…arguments.done``; then ``response.done`` with usage, and ``rate_limits.updated``. A
+cancelled response ends ``cancelled``; an engine error ends it ``failed`` after an ``error``
+event. The faults it suffers are drawn when it starts, from the fleet's current rules (:mod:`.faults`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mockserver.errors import APIError
 from mockserver.faults.rules import RequestInfo
-from mockserver.routes import realtime_faults
-from mockserver.routes.realtime_faults import SocketFaults
+from mockserver.routes.realtime import faults as socket_faults
+from mockserver.routes.realtime.faults import SocketFaults
+from mockserver.routes.realtime.mcp import Tools
+from mockserver.routes.realtime.output import Output
+from mockserver.routes.realtime.port import Port
 from mockserver.spine.events import TextDelta, ToolCallDelta, Usage
 from mockserver.spine.request import GenerationRequest
 from mockserver.voice import speech
 
-if TYPE_CHECKING:
-    from mockserver.routes.realtime import Realtime
-
 __all__ = ["Turn"]
 
-AUDIO_CHUNK = 9600  # bytes of output PCM per delta (200 ms)
 
-
-class Turn:
-    def __init__(self, rt: Realtime, config: dict[str, Any], asked: dict[str, Any], faults: SocketFaults) -> None:
-        self.rt, self.config, self.faults = rt, config, faults
+class Turn(Output):
+    def __init__(
+        self, rt: Port, config: dict[str, Any], asked: dict[str, Any], faults: SocketFaults, tools: Tools
+    ) -> None:
+        self.rt, self.config, self.faults, self.tools = rt, config, faults, tools
         self.sent = 0  # server events of this response so far (faults count them)
         self.closed = False  # ended cancelled
         self.in_conversation = asked.get("conversation", "auto") != "none"
@@ -95,65 +95,30 @@ class Turn:
 
     async def run(self) -> None:
         rt = self.rt
-        message: dict[str, Any] | None = None
-        calls: dict[int, dict[str, Any]] = {}
         try:
             info = RequestInfo(
                 "GET",
-                realtime_faults.PATH,
+                socket_faults.PATH,
                 model=self.config.get("model"),
                 stream=True,
                 tools=bool(self.config.get("tools")),
                 session=rt.session_header,
             )
-            given = await realtime_faults.ruled(
-                rt.ctx.chaos.rules, rt.ctx.seed, info, rt.session.config["id"], rt.responses
+            given = await socket_faults.ruled(
+                rt.ctx.chaos.rules, rt.ctx.refresh, rt.ctx.seed, info, rt.session.config["id"], rt.responses
             )
             if given:  # --faults and rules, beside the handshake's
                 self.faults = SocketFaults((*self.faults.faults, *given))
                 rt.turn_faults = self.faults.faults
             self.send({"type": "response.created", "response": self._response("in_progress")})
-            if rt.hearing:  # committed audio still being heard: the conversation reads its words
-                await asyncio.gather(*rt.hearing, return_exceptions=True)
+            if rt.pending:  # audio still being heard, tools being listed: the conversation reads them
+                await asyncio.gather(*rt.pending, return_exceptions=True)
             if self.faults.refused:
                 self._refuse()
                 return
             gen = self.generation()
-            async for event in await rt.ctx.engine.events(gen, self.faults.engine):
-                if isinstance(event, TextDelta) and event.text:
-                    if message is None:
-                        message = self._open_message()
-                    self._text(message, event.text)
-                elif isinstance(event, ToolCallDelta):
-                    call = calls.get(event.call_index)
-                    if call is None:
-                        call = calls[event.call_index] = self._open_call(event)
-                    call["arguments"] += event.arguments
-                    self.send(
-                        {
-                            "type": "response.function_call_arguments.delta",
-                            **self._where(call),
-                            "call_id": call["call_id"],
-                            "delta": event.arguments,
-                        }
-                    )
-                elif isinstance(event, Usage):
-                    self.usage = event
-                await asyncio.sleep(0)  # a cancel lands between deltas, even of an answer made at once
-            if message is not None:
-                await self._close_message(message, gen.seed)
-            for call in calls.values():
-                call["status"] = "completed"
-                self.send(
-                    {
-                        "type": "response.function_call_arguments.done",
-                        **self._where(call),
-                        "call_id": call["call_id"],
-                        "name": call["name"],
-                        "arguments": call["arguments"],
-                    }
-                )
-                self._close_item(call)
+            if not await self.tools.lead(self, gen.seed):  # MCP calls first; an approval asked ends it
+                await self._answer(gen)
             self.send({"type": "response.done", "response": self._response("completed")})
             spent = self.usage.total_tokens if self.usage else 0
             limits = [
@@ -192,6 +157,47 @@ class Turn:
                 }
             )
 
+    async def _answer(self, gen: GenerationRequest) -> None:
+        """The engine's answer: a message (text or speech) and function calls."""
+        rt = self.rt
+        message: dict[str, Any] | None = None
+        calls: dict[int, dict[str, Any]] = {}
+        async for event in await rt.ctx.engine.events(gen, self.faults.engine):
+            if isinstance(event, TextDelta) and event.text:
+                if message is None:
+                    message = self._open_message()
+                self._text(message, event.text)
+            elif isinstance(event, ToolCallDelta):
+                call = calls.get(event.call_index)
+                if call is None:
+                    call = calls[event.call_index] = self._open_call(event)
+                call["arguments"] += event.arguments
+                self.send(
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        **self.where(call),
+                        "call_id": call["call_id"],
+                        "delta": event.arguments,
+                    }
+                )
+            elif isinstance(event, Usage):
+                self.usage = event
+            await asyncio.sleep(0)  # a cancel lands between deltas, even of an answer made at once
+        if message is not None:
+            await self._close_message(message, gen.seed)
+        for call in calls.values():
+            call["status"] = "completed"
+            self.send(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **self.where(call),
+                    "call_id": call["call_id"],
+                    "name": call["name"],
+                    "arguments": call["arguments"],
+                }
+            )
+            self.close_item(call)
+
     def cancelled(self) -> None:
         """End the response ``cancelled`` (``response.cancel``, or its client left), once — also when
         it was cancelled before it began (then its ``response.created`` goes first)."""
@@ -217,105 +223,6 @@ class Turn:
         rt.send({"type": "rate_limits.updated", "rate_limits": limits})
         rt.send({"type": "response.done", "response": self._response("failed", {"type": "failed", "error": error})})
 
-    def _where(self, item: dict[str, Any]) -> dict[str, Any]:
-        return {"response_id": self.id, "item_id": item["id"], "output_index": self.output.index(item)}
-
-    def _add_item(self, item: dict[str, Any]) -> None:
-        self.output.append(item)
-        self.send(
-            {
-                "type": "response.output_item.added",
-                "response_id": self.id,
-                "output_index": len(self.output) - 1,
-                "item": item,
-            }
-        )
-        if self.in_conversation:
-            previous = self.rt.session.add(item)
-            self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
-
-    def _close_item(self, item: dict[str, Any]) -> None:
-        self.send(
-            {
-                "type": "response.output_item.done",
-                "response_id": self.id,
-                "output_index": self.output.index(item),
-                "item": item,
-            }
-        )
-        if self.in_conversation:
-            self.send({"type": "conversation.item.done", "item": item})
-
-    def _open_message(self) -> dict[str, Any]:
-        part: dict[str, Any] = (
-            {"type": "output_audio", "transcript": ""} if self.audio else {"type": "output_text", "text": ""}
-        )
-        item = {
-            "id": self.rt.session.next_id("item"),
-            "object": "realtime.item",
-            "type": "message",
-            "role": "assistant",
-            "status": "in_progress",
-            "content": [part],
-        }
-        self._add_item(item)
-        self.send({"type": "response.content_part.added", **self._where(item), "content_index": 0, "part": _part(part)})
-        return item
-
-    def _text(self, item: dict[str, Any], text: str) -> None:
-        part = item["content"][0]
-        key, kind = (
-            ("transcript", "response.output_audio_transcript.delta")
-            if self.audio
-            else ("text", "response.output_text.delta")
-        )
-        part[key] += text
-        self.send({"type": kind, **self._where(item), "content_index": 0, "delta": text})
-
-    async def _close_message(self, item: dict[str, Any], seed: int) -> None:
-        part, where = item["content"][0], self._where(item)
-        if self.audio:
-            out = self.config["audio"]["output"]
-            voice, speed = str(out.get("voice") or "alloy"), float(out.get("speed", 1.0))
-            pcm = await asyncio.to_thread(speech.pcm, part["transcript"], voice, speed, seed)  # off the loop
-            for at in range(0, len(pcm), AUDIO_CHUNK):
-                self.send(
-                    {
-                        "type": "response.output_audio.delta",
-                        **where,
-                        "content_index": 0,
-                        "delta": base64.b64encode(pcm[at : at + AUDIO_CHUNK]).decode(),
-                    }
-                )
-            self.send({"type": "response.output_audio.done", **where, "content_index": 0})
-            self.send(
-                {
-                    "type": "response.output_audio_transcript.done",
-                    **where,
-                    "content_index": 0,
-                    "transcript": part["transcript"],
-                }
-            )
-        else:
-            self.send({"type": "response.output_text.done", **where, "content_index": 0, "text": part["text"]})
-        self.send({"type": "response.content_part.done", **where, "content_index": 0, "part": _part(part)})
-        item["status"] = "completed"
-        self._close_item(item)
-
-    def _open_call(self, event: ToolCallDelta) -> dict[str, Any]:
-        call_id = event.id or f"call_{self.id[5:]}{event.call_index}"
-        item = {
-            "id": self.rt.session.next_id("item"),
-            "object": "realtime.item",
-            "type": "function_call",
-            "status": "in_progress",
-            "call_id": call_id,
-            "name": event.name or "",
-            "arguments": "",
-        }
-        self._add_item(item)
-        return item
-
 
 class _Injected(Exception):
     """``stream.error_at`` reached: the response fails with an ``error`` event."""
@@ -327,8 +234,3 @@ class _Dropped(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-def _part(content: dict[str, Any]) -> dict[str, Any]:
-    """A message's content as the content-part events name it (``text`` / ``audio``, not ``output_*``)."""
-    return {**content, "type": "audio" if content["type"] == "output_audio" else "text"}

@@ -4,30 +4,28 @@ in proportion, as the audio it stands for)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mockserver.routes.realtime.port import Port
 from mockserver.voice import speech
-
-if TYPE_CHECKING:
-    from mockserver.routes.realtime import Realtime
 
 __all__ = ["delete", "retrieve", "truncate"]
 
 
-def retrieve(rt: Realtime, event: dict[str, Any]) -> None:
+def retrieve(rt: Port, event: dict[str, Any]) -> None:
     at = _item_at(rt, event)
     if at is not None:
         rt.send({"type": "conversation.item.retrieved", "item": rt.session.items[at]})
 
 
-def delete(rt: Realtime, event: dict[str, Any]) -> None:
+def delete(rt: Port, event: dict[str, Any]) -> None:
     at = _item_at(rt, event)
     if at is not None:
         item = rt.session.items.pop(at)
         rt.send({"type": "conversation.item.deleted", "item_id": item["id"]})
 
 
-def truncate(rt: Realtime, event: dict[str, Any]) -> None:
+def truncate(rt: Port, event: dict[str, Any]) -> None:
     at = _item_at(rt, event)
     if at is None:
         return
@@ -57,7 +55,7 @@ def truncate(rt: Realtime, event: dict[str, Any]) -> None:
     )
 
 
-def _item_at(rt: Realtime, event: dict[str, Any]) -> int | None:
+def _item_at(rt: Port, event: dict[str, Any]) -> int | None:
     item_id = event["item_id"]
     at = rt.session.find(item_id)
     if at is None:

@@ -1,6 +1,9 @@
 """Faults on a Realtime socket: asked for by the handshake's ``x-mockserver-fault`` header, and
 given by ``--faults`` and the fault rules whose ``path`` matches ``/v1/realtime`` (each response
-counts as one call to it: ``nth`` and ``times`` count responses).
+counts as one call to it: ``nth`` and ``times`` count responses). A response reads the fleet's
+rules as they stand when it starts: on a shared state it takes the same first look as an HTTP
+request at the edge (:class:`~mockserver.state.sync.Refresh`), so a rule another process added
+reaches a socket here without this process serving an HTTP request first.
 
 The grammar is the HTTP one (:mod:`mockserver.faults.catalogue`); on a socket each applies per
 response, counted in server events from ``response.created``:
@@ -21,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mockserver.faults.catalogue import Fault, FaultError, parse, request_rng
+from mockserver.faults.catalogue import Fault, parse, request_rng
 from mockserver.faults.rules import RequestInfo, RuleBook
+from mockserver.state.sync import Refresh
 
 __all__ = ["PATH", "SocketFaults", "read", "ruled"]
 
@@ -36,9 +40,14 @@ def read(spec: str | None) -> tuple[Fault, ...]:
     return parse(spec) if spec else ()
 
 
-async def ruled(rules: RuleBook, seed: int, info: RequestInfo, session_id: str, response: int) -> tuple[Fault, ...]:
+async def ruled(
+    rules: RuleBook, refresh: Refresh | None, seed: int, info: RequestInfo, session_id: str, response: int
+) -> tuple[Fault, ...]:
     """The faults ``--faults`` and the matching rules give one response (those a socket can
-    suffer), drawn from a generator seeded by the session and the response's number."""
+    suffer), drawn from a generator seeded by the session and the response's number; the rules
+    are the fleet's current ones (``refresh``: the state's first look, a no-op with ``memory``)."""
+    if refresh is not None:
+        await refresh.sync()  # before ``active``: the rule another process added may be the first
     if not rules.active:
         return ()
     rng = request_rng(seed, "realtime-rules", session_id, response)
@@ -82,6 +91,3 @@ class SocketFaults:
         if reset is not None:
             return reset, 1011
         return None
-
-
-__all__ += ["FaultError"]

@@ -1,22 +1,28 @@
 """``/v1/realtime``: the GA Realtime API over a WebSocket, answered by the one engine.
 
+The socket reads client events and dispatches them; what a response, the items, the input audio
+and the MCP tools do lives beside it (:mod:`.turn`, :mod:`.items`, :mod:`.ears`, :mod:`.mcp`),
+each lent the socket as a :class:`~mockserver.routes.realtime.port.Port`.
+
 One reader (client events, in order) and one writer (a queue: events from the reader and from a
 running response never interleave mid-frame). A response is a task: ``response.cancel`` and a
 client that leaves cancel it, and its engine stream closes with it (its work is freed). Text
 output streams ``response.output_text.delta``; audio output streams the transcript as it is
-generated and then the spoken transcript as ``response.output_audio.delta`` (24 kHz PCM from
-:mod:`mockserver.voice.speech`, so it transcribes back to the transcript). A bad client event
-gets an ``error`` event naming it; the session goes on.
+generated and then the spoken transcript as ``response.output_audio.delta`` (speech from
+:mod:`mockserver.voice.speech` in the session's output format, 24 kHz PCM or G.711, so it
+transcribes back to the transcript). A bad client event gets an ``error`` event naming it; the
+session goes on. ``?intent=transcription`` at the handshake (or ``session.type:
+"transcription"``) makes a session that only transcribes its input audio.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.routing import BaseRoute, WebSocketRoute
@@ -24,19 +30,16 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from mockserver.context import ServerContext
 from mockserver.faults.catalogue import Fault, FaultError
-from mockserver.routes import realtime_faults, realtime_hearing, realtime_items
-from mockserver.routes.realtime_faults import SocketFaults
-from mockserver.routes.realtime_response import Turn
+from mockserver.routes.realtime import faults as socket_faults
+from mockserver.routes.realtime import items, mcp
+from mockserver.routes.realtime.ears import Ears
+from mockserver.routes.realtime.faults import SocketFaults
+from mockserver.routes.realtime.turn import Turn
 from mockserver.spine import seeding
-from mockserver.voice import formats, modem
-from mockserver.voice.session import Session, default_config, merged, update_problem
-from mockserver.voice.transcribe import Heard, hear, heard_part
-from mockserver.voice.vad import Detector
+from mockserver.voice.session import Session, default_config, merged, update_problem, updated
 from mockserver.wire import headers as h
 
 __all__ = ["routes"]
-
-AUDIO_CHUNK = 9600  # bytes of output PCM per delta (200 ms)
 
 
 _SESSIONS = itertools.count(1)
@@ -44,21 +47,23 @@ _SESSIONS = itertools.count(1)
 
 class Realtime:
     def __init__(self, ws: WebSocket, ctx: ServerContext, model: str) -> None:
-        self.ws, self.ctx = ws, ctx
+        self.ws, self.ctx, self.model = ws, ctx, model
         # Numbered in the order sessions open (the server's seed mixed in): the same run, the same ids.
         sid = "sess_" + seeding.digest(b"realtime", ctx.seed, next(_SESSIONS)).hex()[:24]
-        self.session = Session(default_config(model, sid))
+        kind = "transcription" if ws.query_params.get("intent") == "transcription" else "realtime"
+        self.session = Session(default_config(model, sid, kind))
+        self.ears: Ears = Ears(self)
+        self.mcp: mcp.Tools = mcp.Tools(self, ws.app.state.mcp.allow_hosts)
         self.outbox: asyncio.Queue[dict[str, Any] | int] = asyncio.Queue()  # an int: close with that code
         self.running: asyncio.Task[None] | None = None
-        self.detector = Detector()
         self.events = 0
         self.session_header = ws.headers.get(h.name(h.SESSION))
         self.responses = 0
         self.turn_faults: tuple[Fault, ...] = ()  # the last response's (journaled)
-        self.hearing: set[asyncio.Task[None]] = set()  # transcripts being made (realtime_hearing)
+        self.pending: set[asyncio.Task[None]] = set()  # transcripts being made, MCP tools being listed
         self.fault_problem: str | None = None
         try:
-            self.faults = realtime_faults.read(ws.headers.get(h.name(h.FAULT)))
+            self.faults = socket_faults.read(ws.headers.get(h.name(h.FAULT)))
         except FaultError as exc:
             self.faults, self.fault_problem = (), str(exc)
 
@@ -104,7 +109,7 @@ class Realtime:
         finally:
             if self.running is not None:
                 self.running.cancel()  # a client that left frees its work
-            for task in self.hearing:
+            for task in self.pending:
                 task.cancel()
             writing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -169,120 +174,43 @@ class Realtime:
         if problem is not None:
             self.error(problem[0], event.get("event_id"), problem[1])
             return
-        self.session.config = merged(
-            self.session.config, {k: v for k, v in update.items() if k not in ("id", "object")}
-        )
-        detection = self.session.config["audio"]["input"].get("turn_detection") or {}
-        self.detector.threshold = float(detection.get("threshold", 0.5))
-        self.detector.silence_ms = int(detection.get("silence_duration_ms", 500))
+        servers = self.mcp.servers_of(update, event.get("event_id"))  # refused before anything changes
+        if servers is None:
+            return
+        self.session.config = updated(self.session.config, update, self.model)
+        self.ears.configure()
         self.send({"type": "session.updated", "session": self.session.config})
+        if "tools" in update:
+            self.mcp.list_tools(servers)
 
     def item_create(self, event: dict[str, Any]) -> None:
         item = dict(event["item"])
-        if item.get("type") not in ("message", "function_call", "function_call_output"):
-            self.error(
-                "item.type must be message, function_call or function_call_output.", event.get("event_id"), "item.type"
-            )
+        if item.get("type") not in _ITEMS:
+            self.error(f"item.type must be one of {', '.join(_ITEMS)}.", event.get("event_id"), "item.type")
+            return
+        problem = self.mcp.answer_problem(item) if item["type"] == "mcp_approval_response" else None
+        if problem is not None:
+            self.error(problem[0], event.get("event_id"), problem[1])
             return
         item.setdefault("id", self.session.next_id("item"))
         item.setdefault("object", "realtime.item")
         item["status"] = "completed"
         if item["type"] == "message":  # audio parts are heard: mockserver's speech gives its text
-            item["content"] = [heard_part(part) for part in item.get("content") or ()]
-            for index, part in enumerate(item["content"]):
-                if isinstance(part, dict) and part.get("type") == "input_audio" and part.get("transcript") is None:
-                    pcm = base64.b64decode(part.get("audio") or "")
-                    if pcm:  # other audio: the engine hears it
-                        self.listen(item, pcm, hear(formats.from_pcm16(pcm), modem.RATE), index)
+            self.ears.item_audio(item)
         previous = self.session.add(item, event.get("previous_item_id"))
         self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
 
-    def audio_append(self, event: dict[str, Any]) -> None:
-        pcm = base64.b64decode(event["audio"], validate=True)
-        self.session.audio += pcm
-        detection = self.session.config["audio"]["input"].get("turn_detection")
-        if not detection:
-            return
-        for change, ms in self.detector.feed(pcm):
-            if change == "started":
-                self.send(
-                    {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self._pending_id()}
-                )
-            else:
-                self.send(
-                    {"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": self._pending_id()}
-                )
-                self.commit(None)
-                if detection.get("create_response", True):
-                    self.respond({})
-
-    def _pending_id(self) -> str:
-        return f"item_{self.session.config['id'][5:17]}{self.session.counter + 1:06d}"
-
-    def commit(self, event: dict[str, Any] | None) -> None:
-        if not self.session.audio:
-            self.error(
-                "Error committing input audio buffer: the buffer is empty.",
-                (event or {}).get("event_id"),
-                code="input_audio_buffer_commit_empty",
-            )
-            return
-        pcm = bytes(self.session.audio)
-        self.session.audio.clear()
-        self.detector.reset()
-        heard = hear(formats.from_pcm16(pcm), modem.RATE)
-        transcript = heard.spoken.text if heard.spoken is not None else None
-        item = {
-            "id": self.session.next_id("item"),
-            "object": "realtime.item",
-            "type": "message",
-            "role": "user",
-            "status": "completed",
-            "content": [{"type": "input_audio", "transcript": transcript}],
-        }
-        previous = self.session.add(item)
-        self.send({"type": "input_audio_buffer.committed", "item_id": item["id"], "previous_item_id": previous})
-        self.send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
-        if transcript is not None:
-            self.transcribed(item, transcript, heard)
-        else:  # audio mockserver did not speak: the engine hears it (a response waits for it)
-            self.listen(item, pcm, heard, 0)
-        self.send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
-
-    def listen(self, item: dict[str, Any], pcm: bytes, heard: Heard, index: int) -> None:
-        task = asyncio.ensure_future(self.hear(item, pcm, heard, index))
-        self.hearing.add(task)
-        task.add_done_callback(self.hearing.discard)
-
-    async def hear(self, item: dict[str, Any], pcm: bytes, heard: Heard, index: int) -> None:
-        asked = self.session.config["audio"]["input"].get("transcription") or {}
-        model = asked.get("model") if isinstance(asked, dict) else None
-        text = await realtime_hearing.transcript(
-            self.ctx, pcm, heard, model or realtime_hearing.MODEL, self.session_header
-        )
-        item["content"][index]["transcript"] = text
-        self.transcribed(item, text, heard, index)
-
-    def transcribed(self, item: dict[str, Any], transcript: str, heard: Heard, index: int = 0) -> None:
-        """The item's audio is heard: said, when the session asked for its transcription."""
-        if self.session.config["audio"]["input"].get("transcription"):
-            self.send(
-                {
-                    "type": "conversation.item.input_audio_transcription.completed",
-                    "item_id": item["id"],
-                    "content_index": index,
-                    "transcript": transcript,
-                    "usage": {"type": "duration", "seconds": heard.seconds},
-                }
-            )
-
-    def clear(self, event: dict[str, Any]) -> None:
-        self.session.audio.clear()
-        self.detector.reset()
-        self.send({"type": "input_audio_buffer.cleared"})
-
     def respond(self, event: dict[str, Any]) -> None:
+        if self.ears.transcribing_only:
+            self.error(
+                "A transcription session makes no responses (session.type is 'transcription'): it transcribes"
+                " the input audio; update the session to type 'realtime' for responses.",
+                event.get("event_id"),
+                "session.type",
+                "response_not_allowed",
+            )
+            return
         if self.running is not None and not self.running.done():
             self.error(
                 "Conversation already has an active response in progress.",
@@ -296,7 +224,7 @@ class Realtime:
         self.responses += 1
         faults = SocketFaults.drawn(self.faults, self.ctx.seed, self.session.config["id"], self.responses)
         self.turn_faults = faults.faults
-        turn = Turn(self, merged(self.session.config, asked), asked, faults)
+        turn = Turn(self, merged(self.session.config, asked), asked, faults, self.mcp)
         self.running = asyncio.create_task(turn.run())
         self.running.add_done_callback(turn.on_done)  # cancelled before it ran: still ends "cancelled"
 
@@ -311,15 +239,17 @@ class Realtime:
         self.running.cancel()
 
 
-_HANDLERS = {
+_ITEMS = ("message", "function_call", "function_call_output", "mcp_approval_response")
+
+_HANDLERS: dict[str, Callable[[Realtime, dict[str, Any]], None]] = {
     "session.update": Realtime.session_update,
     "conversation.item.create": Realtime.item_create,
-    "conversation.item.retrieve": realtime_items.retrieve,
-    "conversation.item.delete": realtime_items.delete,
-    "conversation.item.truncate": realtime_items.truncate,
-    "input_audio_buffer.append": Realtime.audio_append,
-    "input_audio_buffer.commit": Realtime.commit,
-    "input_audio_buffer.clear": Realtime.clear,
+    "conversation.item.retrieve": items.retrieve,
+    "conversation.item.delete": items.delete,
+    "conversation.item.truncate": items.truncate,
+    "input_audio_buffer.append": lambda rt, event: rt.ears.append(event),
+    "input_audio_buffer.commit": lambda rt, event: rt.ears.commit(event),
+    "input_audio_buffer.clear": lambda rt, event: rt.ears.clear(event),
     "response.create": Realtime.respond,
     "response.cancel": Realtime.cancel,
 }
