@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -18,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Scope
+from starlette.types import ASGIApp, Scope
 
 from mockserver import __version__
 from mockserver.answers.scripted import Script
@@ -123,6 +124,19 @@ _HANDLERS: dict[type[Exception], Callable[[Request, Exception], Awaitable[Respon
     APIError: _api_error,
     HTTPException: _http_error,
 }
+
+
+class _Application(Starlette):
+    """Starlette with the edge outermost. Starlette puts its last-resort error layer outside every
+    middleware, and it wraps ``send`` for every message of every answer; here it sits inside the
+    edge, for the routes the edge does not call itself, and the edge answers an exception that
+    reaches it as that layer would (:meth:`~mockserver.edge.gate.Edge.__call__`)."""
+
+    edge: Callable[[ASGIApp], ASGIApp] | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        inner = super().build_middleware_stack()
+        return self.edge(inner) if self.edge is not None else inner
 
 
 def _vocab_size(model: Model | None) -> int:
@@ -263,7 +277,7 @@ def create_app(
         bridge.loop = None
         await state.close()  # after the runs that write to it (the Lifecycle closed the records)
 
-    app = Starlette(
+    app = _Application(
         routes=routes(recorded=bool(set(names) & {"replay", "record"})),
         exception_handlers={**_HANDLERS, Exception: _unexpected},
         lifespan=lifespan,
@@ -285,9 +299,9 @@ def create_app(
         concurrency=settings.batch_concurrency,
     )
     app.state.mcp = mcp
-    # One pass in front of every route: request id, prefix, metrics, body limits, the recording
-    # guard, the fault injector (or a shared state's first look) and the bearer keys.
-    app.add_middleware(
+    # One pass in front of every route, outermost: request id, prefix, metrics, body limits, the
+    # recording guard, the fault injector (or a shared state's first look) and the bearer keys.
+    app.edge = functools.partial(
         Edge,
         ctx=ctx,
         metrics=metrics,
@@ -295,6 +309,7 @@ def create_app(
         profiles=PROFILES,
         answer=_answer,
         handlers=_HANDLERS,
+        unexpected=_unexpected,
         injector=settings.injector,
         recording=bool(settings.cassettes),
         keys=frozenset(settings.api_keys),

@@ -78,6 +78,7 @@ class Edge:
         profiles: Mapping[str, Profile],
         answer: Answer,
         handlers: Mapping[type[Exception], Handler] | None = None,
+        unexpected: Handler | None = None,
         injector: bool = True,
         recording: bool = False,
         keys: frozenset[str] = frozenset(),
@@ -89,6 +90,7 @@ class Edge:
         self.endpoints = Endpoints(routes)
         self.direct = _direct(routes) if handlers is not None else {}
         self.handlers = dict(handlers or {})
+        self.unexpected = unexpected
         self.prefixes = Prefixes(profiles)
         self.answer = answer
         self.injection = Injection(ctx) if injector else None
@@ -120,8 +122,10 @@ class Edge:
         deployment = DEPLOYMENT.set(routed.deployment) if routed.deployment is not None else None
         try:
             await self._serve(scope, receive, exchange, running)
-        except Exception:
-            exchange.status = exchange.status or 500  # the error handler outside us answers with a 500
+        except Exception as exc:
+            if not exchange.status:
+                exchange.status = 500
+                await self._last_resort(exc, scope, receive, exchange.inner)
             raise
         finally:
             if deployment is not None:
@@ -130,6 +134,16 @@ class Edge:
             if not exchange.faulted and exchange.applied:  # a transport fault sends no headers to read
                 m.count_faults(endpoint, "; ".join(f.name for f in exchange.applied).encode())
             exchange.count()  # it raised, or sent no answer, or the client left mid-stream
+
+    async def _last_resort(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+        """The answer to an exception no handler took, before any answer began (a 500 that says
+        nothing of the traceback: ``unexpected``), sent as Starlette's outermost error layer
+        sends it: past the journal, whose entry the exception left unfinished ("error"). The
+        exception is raised on after it, so the server logs it."""
+        if self.unexpected is None:
+            return
+        response = await self.unexpected(Request(scope, receive), exc)
+        await response(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Exchange, running: Hash) -> None:
         try:

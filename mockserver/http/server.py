@@ -11,6 +11,8 @@ Bounded connections, because a test double is also pointed at by load and chaos 
   head within that many seconds of opening — or of starting its next request — is closed.
   uvicorn arms no timer until a first response, so without it a connection that sends nothing,
   or a head a byte at a time, is held for ever (3,000 of them were, in the issue that added it).
+  Deadlines are noticed by one sweep of the open connections per tick (a quarter of the
+  timeout, at most a second), not by a timer per request.
 * **A bounded head** (:data:`MAX_HEAD_BYTES`): a request head (request line and headers)
   past 64 KiB is answered 431 in OpenAI's envelope and the connection closed, whichever parser
   runs — httptools has no limit of its own (one header streamed for 5 s was ~50 MB, and
@@ -38,7 +40,8 @@ from __future__ import annotations
 import asyncio
 import copyreg
 import json
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mockserver.errors import envelope
 
@@ -103,6 +106,45 @@ def _rebuild(cls: _Rebuilt) -> tuple[Any, tuple[float, int, float]]:
 copyreg.pickle(_Rebuilt, _rebuild)
 
 
+class _Sweeper:
+    """The deadlines of one event loop's bounded connections, checked every ``tick`` seconds by
+    one timer while any connection is open: a deadline is a float per connection (set and
+    cleared per request for nothing), where a timer armed and cancelled per request cost a
+    timer handle each on the path every keep-alive request takes."""
+
+    _per_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Sweeper]]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tick: float) -> None:
+        self.loop = loop
+        self.tick = tick
+        self.watched: set[Any] = set()  # the open connections (each has ``sweep(now)``)
+        self.timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop, tick: float) -> _Sweeper:
+        """The loop's sweeper for ``tick`` (one per loop and tick)."""
+        mine = cls._per_loop.setdefault(loop, {})
+        found = mine.get(tick)
+        if found is None:
+            found = mine[tick] = cls(loop, tick)
+        return found
+
+    def wake(self) -> None:
+        """Sweep every tick from now on (until no connection is open)."""
+        if self.timer is None:
+            self.timer = self.loop.call_later(self.tick, self._sweep)
+
+    def _sweep(self) -> None:
+        self.timer = None
+        now = self.loop.time()
+        for connection in list(self.watched):
+            connection.sweep(now)
+        if self.watched:
+            self.timer = self.loop.call_later(self.tick, self._sweep)
+
+
 def _bounded_protocol(
     base: type[asyncio.Protocol], timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT
 ) -> type[asyncio.Protocol]:
@@ -128,15 +170,18 @@ def _bounded_protocol(
         (b"connection", b"close"),
     ]
 
+    tick = max(0.05, min(1.0, timeout / 4, body_timeout / 4))  # how late a deadline may be noticed
+
     class Bounded(base, metaclass=_Rebuilt):  # type: ignore[valid-type,misc]
         parameters = (timeout, cap, body_timeout)
-        _head_timer: asyncio.TimerHandle | None = None
-        _armed_for: object = None  # the cycle current when the timer was armed
+        _head_deadline = 0.0  # loop time by which the pending head must be whole (0: none pending)
+        _armed_for: object = None  # the cycle current when the head deadline was set
         _head_bytes = 0  # bytes received since the head now pending began
         _tail = b""  # the last bytes of them: a blank line may straddle two reads
-        _body_timer: asyncio.TimerHandle | None = None
-        _body_for: Any = None  # the cycle whose body the body timer waits for
+        _body_deadline = 0.0  # loop time by which the body of _body_for must be whole (0: none)
+        _body_for: Any = None  # the cycle whose body the body deadline waits for
         _seen_cycle: Any = None  # the last cycle (request head) this connection parsed
+        _sweeper: _Sweeper | None = None
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -154,31 +199,38 @@ def _bounded_protocol(
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
+            self._sweeper = _Sweeper.of(self.loop, tick)
+            self._sweeper.watched.add(self)
             self._arm()
 
         def data_received(self, data: bytes) -> None:
             if self.transport.is_closing():
                 return  # answered 431 or 408 already: the rest is not read
             cycle: Any = self.cycle
-            idle = cycle is None or (cycle.response_complete and not getattr(cycle, "more_body", False))
-            if self._head_timer is None and idle and data:
+            if (
+                not self._head_deadline
+                and data
+                and (cycle is None or (cycle.response_complete and not getattr(cycle, "more_body", False)))
+            ):
                 # The start of a next request on a kept-alive connection (not the rest of a body
                 # the answer did not wait for: the parser discards that, and it is no head).
                 self._arm()
-            if self._head_timer is not None and self._head_too_big(data):
-                self._disarm()
+            if self._head_deadline and self._head_too_big(data):
+                self._head_deadline = 0.0
                 self.transport.write(_TOO_BIG)
                 self.transport.close()
                 return
             super().data_received(data)
-            if self._head_timer is not None and self.cycle is not self._armed_for:
-                self._disarm()  # a whole head came: the request is being answered
             cycle = self.cycle
+            if self._head_deadline and cycle is not self._armed_for:
+                self._head_deadline = 0.0  # a whole head came: the request is being answered
             if cycle is not self._seen_cycle:  # a new head was parsed
                 self._seen_cycle = cycle
-                self._watch_body()
-            if self._body_timer is not None and (cycle is not self._body_for or not cycle.more_body):
-                self._disarm_body()  # the whole body came
+                if cycle is not None and getattr(cycle, "more_body", False):
+                    self._body_for = cycle
+                    self._body_deadline = self.loop.time() + body_timeout
+            if self._body_deadline and (cycle is not self._body_for or not cycle.more_body):
+                self._body_deadline = 0.0  # the whole body came
 
         def _head_too_big(self, data: bytes) -> bool:
             """Would the pending head, with ``data``, pass :data:`MAX_HEAD_BYTES`? Told before
@@ -191,19 +243,17 @@ def _bounded_protocol(
             self._tail = seen[-3:]
             return size > MAX_HEAD_BYTES
 
-        def _watch_body(self) -> None:
-            cycle: Any = self.cycle
-            if cycle is not None and getattr(cycle, "more_body", False) and self._body_timer is None:
-                self._body_for = cycle
-                self._body_timer = asyncio.get_running_loop().call_later(body_timeout, self._body_timed_out)
-
-        def _disarm_body(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
+        def sweep(self, now: float) -> None:
+            """Close the connection if a deadline has passed (the sweeper calls this every tick)."""
+            if self._head_deadline and now >= self._head_deadline:
+                self._head_deadline = 0.0
+                if self.cycle is self._armed_for and not self.transport.is_closing():
+                    self.transport.close()
+            if self._body_deadline and now >= self._body_deadline:
+                self._body_deadline = 0.0
+                self._body_timed_out()
 
         def _body_timed_out(self) -> None:
-            self._body_timer = None
             cycle: Any = self.cycle
             if cycle is not self._body_for or cycle is None or not cycle.more_body or self.transport.is_closing():
                 return
@@ -212,24 +262,17 @@ def _bounded_protocol(
             self.transport.close()  # the app's receive() gets http.disconnect
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            self._disarm_body()
+            self._head_deadline = self._body_deadline = 0.0
+            if self._sweeper is not None:
+                self._sweeper.watched.discard(self)
             super().connection_lost(exc)
 
         def _arm(self) -> None:
             self._armed_for = self.cycle
             self._head_bytes, self._tail = 0, b""
-            self._head_timer = asyncio.get_running_loop().call_later(timeout, self._timed_out)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _timed_out(self) -> None:
-            self._head_timer = None
-            if self.cycle is self._armed_for and not self.transport.is_closing():
-                self.transport.close()
+            self._head_deadline = self.loop.time() + timeout
+            assert self._sweeper is not None
+            self._sweeper.wake()
 
     Bounded.__name__ = Bounded.__qualname__ = f"Bounded{base.__name__}"
     return Bounded
