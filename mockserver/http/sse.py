@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import StreamingResponse
@@ -39,7 +39,7 @@ from mockserver.wire.json import dumps
 from mockserver.wire.scope import TALLY_KEY
 from mockserver.wire.stream import FrameFilter, StreamEnded
 
-__all__ = ["DONE", "Frame", "Framing", "InjectedError", "Tally", "event_stream"]
+__all__ = ["DONE", "Frame", "Framing", "InjectedError", "Ready", "Tally", "event_stream", "events_in"]
 
 log = logging.getLogger("mockserver")
 
@@ -57,6 +57,35 @@ class Encodable(Protocol):
 
 # An object we encode, one that encodes itself, or a recording's bytes sent as they are.
 Frame = dict[str, Any] | Encodable | bytes
+
+
+class Ready:
+    """A stream's frames made at once (its answer was made in one pass: a scripted answer, an
+    unpaced replay). Without stream faults the writer takes them all in one step (an async
+    iterator's step per frame cost as much as encoding one); with faults, one at a time, as
+    any producer's."""
+
+    __slots__ = ("_at", "events", "frames")
+
+    def __init__(self, frames: Sequence[Frame], events: int | None = None) -> None:
+        self.frames = frames
+        self.events = events  # how many of them are events (None: not counted yet), all bytes then
+        self._at = 0
+
+    def take(self) -> Sequence[Frame]:
+        """Every frame not yet handed out."""
+        at, self._at = self._at, len(self.frames)
+        return self.frames[at:] if at else self.frames
+
+    def __aiter__(self) -> Ready:
+        return self
+
+    async def __anext__(self) -> Frame:
+        at = self._at
+        if at >= len(self.frames):
+            raise StopAsyncIteration
+        self._at = at + 1
+        return self.frames[at]
 
 
 class InjectedError(InternalError):
@@ -96,6 +125,11 @@ class Framing:
             event = {"type": "error", "code": exc.code, "message": exc.message, "param": exc.param}
             return self.encode({**event, "sequence_number": sequence})
         return self.encode(exc.body(self.style))
+
+
+def events_in(frames: Sequence[bytes]) -> int:
+    """How many of encoded ``frames`` are events (what a stream's journal counts)."""
+    return sum(1 for frame in frames if _is_event(frame))
 
 
 def _is_event(frame: Frame) -> bool:
@@ -188,43 +222,57 @@ class _Writer:
         faults, framing = self.faults, self.framing
         held: list[bytes] = []
         try:
-            while True:
-                pulled = self._pulled()
-                try:
-                    waiting = pulled.send(None)  # run the producer until it has a frame, or waits
-                except StopIteration as ready:
-                    got: Frame = ready.value
-                except StopAsyncIteration:
-                    break
-                else:
-                    if held:
-                        yield b"".join(held)
-                        held.clear()
+            frames = self.frames
+            if faults is None and isinstance(frames, Ready) and frames.events is not None:
+                held += cast(
+                    "Sequence[bytes]", frames.take()
+                )  # encoded and counted before (the same body's last answer)
+                self.events += frames.events
+            elif faults is None and isinstance(frames, Ready):  # all made, nothing to break: one step
+                for made in frames.take():
+                    held.append(framing.encode(made))
+                    if _is_event(made):
+                        self.events += 1
+                        if isinstance(made, dict):
+                            self.sequence = made.get("sequence_number", self.sequence)
+            else:
+                while True:
+                    pulled = self._pulled()
                     try:
-                        got = await self._waited(Resumed(pulled, waiting))
+                        waiting = pulled.send(None)  # run the producer until it has a frame, or waits
+                    except StopIteration as ready:
+                        got: Frame = ready.value
                     except StopAsyncIteration:
                         break
-                frame = faults.rewrite(got) if faults is not None else got
-                if frame is None:
-                    continue
-                data = framing.encode(frame)
-                event = _is_event(frame)
-                if event:
-                    self.events += 1
-                    if isinstance(frame, dict):
-                        self.sequence = frame.get("sequence_number", self.sequence)
-                if faults is None:
-                    held.append(data)
-                    continue
-                if self.tally is not None:
-                    self.tally.events = self.events
-                if event:
-                    data = faults.malformed(self.events, data)
-                for piece in faults.pieces(data):
-                    yield piece
-                if event:
-                    async for comment in faults.after(self.events):
-                        yield comment
+                    else:
+                        if held:
+                            yield b"".join(held)
+                            held.clear()
+                        try:
+                            got = await self._waited(Resumed(pulled, waiting))
+                        except StopAsyncIteration:
+                            break
+                    frame = faults.rewrite(got) if faults is not None else got
+                    if frame is None:
+                        continue
+                    data = framing.encode(frame)
+                    event = _is_event(frame)
+                    if event:
+                        self.events += 1
+                        if isinstance(frame, dict):
+                            self.sequence = frame.get("sequence_number", self.sequence)
+                    if faults is None:
+                        held.append(data)
+                        continue
+                    if self.tally is not None:
+                        self.tally.events = self.events
+                    if event:
+                        data = faults.malformed(self.events, data)
+                    for piece in faults.pieces(data):
+                        yield piece
+                    if event:
+                        async for comment in faults.after(self.events):
+                            yield comment
             if framing.done:
                 held += faults.terminators(DONE) if faults is not None else (DONE,)
                 self._end("done" if held else "eof")

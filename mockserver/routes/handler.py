@@ -33,7 +33,7 @@ from mockserver.gpt.tokenizer import Tokenizer
 from mockserver.http.body import json_body
 from mockserver.http.gone import ClientGone, unless_gone
 from mockserver.http.link import Link
-from mockserver.http.sse import Frame, Framing, event_stream
+from mockserver.http.sse import Frame, Framing, Ready, event_stream, events_in
 from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Chunk, ChunkFrame, Codec
 from mockserver.schemas.common import GenerationFields, StreamOptions, validated
@@ -201,6 +201,7 @@ class _Encoded:
     created: int
     body: bytes  # a whole body's
     frames: tuple[bytes, ...] = ()  # a stream's, each as the writer frames it (its [DONE] is the writer's)
+    counted: int = 0  # how many of the frames are events
 
 
 MEMO_BYTES = 16 * 1024  # bodies up to this size are remembered (512 of them at most)
@@ -460,27 +461,6 @@ async def _frames(
         await aclose(events)
 
 
-class _Ready:
-    """A stream's frames made at once (its answer was: :class:`~mockserver.spine.backend.Played`),
-    handed to the writer one by one with no wait between them."""
-
-    __slots__ = ("_at", "_frames")
-
-    def __init__(self, frames: list[Frame]) -> None:
-        self._frames = frames
-        self._at = 0
-
-    def __aiter__(self) -> _Ready:
-        return self
-
-    async def __anext__(self) -> Frame:
-        at = self._at
-        if at >= len(self._frames):
-            raise StopAsyncIteration
-        self._at = at + 1
-        return self._frames[at]
-
-
 def ready_body(prepared: Prepared, by: str, rest: Played, encode: Callable[[Result], bytes]) -> bytes:
     """The body of an answer made at once (a scripted one, an unpaced replay's events), whatever
     the family: its events taken without a wait per event (and counted), folded and ``encode``-d;
@@ -500,7 +480,7 @@ def ready_body(prepared: Prepared, by: str, rest: Played, encode: Callable[[Resu
 
 def ready_frames(
     prepared: Prepared, by: str, rest: Played, framing: Framing, frames_of: Callable[[Sequence[Event]], Sequence[Frame]]
-) -> _Ready:
+) -> Ready:
     """Every frame of a stream made at once (``frames_of`` the answer's events: the family's
     frames, the closing ones included), handed to the writer with no wait between them; for a
     body read before, as bytes remembered like a whole body's (see :func:`ready_body`)."""
@@ -508,13 +488,13 @@ def ready_frames(
     rest.drain()
     last = read.answer if read is not None else None
     if last is not None and last.events is made and last.by == by and last.created == created and last.frames:
-        return _Ready(list(last.frames))
+        return Ready(last.frames, last.counted)
     frames = frames_of(made)
     if read is None:
-        return _Ready(list(frames))
+        return Ready(frames)
     encoded = tuple(framing.encode(frame) for frame in frames)
-    read.answer = _Encoded(by, made, created, b"", encoded)
-    return _Ready(list(encoded))
+    read.answer = _Encoded(by, made, created, b"", encoded, events_in(encoded))
+    return Ready(encoded)
 
 
 def stream_faults(plan: tuple[Fault, ...], link: Link) -> StreamFaults | None:
