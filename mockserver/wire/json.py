@@ -64,7 +64,10 @@ def loads(raw: bytes | str) -> Any:
     the field) for ``NaN``, ``Infinity`` or a number that overflows a double."""
     try:
         if isinstance(raw, bytes):  # as json.loads reads bytes (UTF-8, -16 or -32)
-            raw = raw.decode(json.detect_encoding(raw), "surrogatepass")
+            # An object or array whose second byte is no NUL has no BOM and is UTF-8, as
+            # detect_encoding would say (after its Python-level checks, on every request).
+            utf8 = raw[:1] in (b"{", b"[") and raw[1:2] != b"\x00"
+            raw = raw.decode("utf-8" if utf8 else json.detect_encoding(raw), "surrogatepass")
         elif raw.startswith("\ufeff"):
             raise NotJson("Unexpected UTF-8 BOM (decode using utf-8-sig)")
         return _STRICT.decode(raw)
