@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Scope
@@ -130,13 +131,24 @@ class _Application(Starlette):
     """Starlette with the edge outermost. Starlette puts its last-resort error layer outside every
     middleware, and it wraps ``send`` for every message of every answer; here it sits inside the
     edge, for the routes the edge does not call itself, and the edge answers an exception that
-    reaches it as that layer would (:meth:`~mockserver.edge.gate.Edge.__call__`)."""
+    reaches it as that layer would (:meth:`~mockserver.edge.gate.Edge.__call__`). Middleware a
+    caller adds stays outside the edge, as it was."""
 
     edge: Callable[[ASGIApp], ASGIApp] | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
-        inner = super().build_middleware_stack()
-        return self.edge(inner) if self.edge is not None else inner
+        if self.edge is None:
+            return super().build_middleware_stack()
+        if self.user_middleware:
+            # A caller's own middleware (a test's) keeps its place: outside the edge, under the
+            # error layer, where Starlette puts what is added; the edge is the innermost of them.
+            added = self.user_middleware
+            self.user_middleware = [*added, Middleware(self.edge)]
+            try:
+                return super().build_middleware_stack()
+            finally:
+                self.user_middleware = added
+        return self.edge(super().build_middleware_stack())
 
 
 def _vocab_size(model: Model | None) -> int:
