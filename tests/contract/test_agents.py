@@ -4,11 +4,12 @@ its caller's schema within :data:`MAX_CALLS` model calls, counted from the serve
 
 Each framework is a small script run as a subprocess. It sends ``x-mockserver-session`` (every
 framework here lets a caller set default headers), so the journal of that session is exactly
-its calls, and it prints one line ``RESULT {"output": …, "schema": …}`` at the end: the
-output as a JSON value and the JSON Schema the caller asked for (None where the framework
-answers free text). A failure shows what the framework printed and, call by call, what it
-sent: the tool choice, the tools offered and the last messages (the server's answer to call
-*n* is the assistant turn at the end of call *n + 1*).
+its calls, and it prints one line ``RESULT {"output": …, "schema": …, "calls": …}`` at the
+end of each run: the output as a JSON value, the JSON Schema the caller asked for (None where
+the framework answers free text) and the session's model calls so far. A failure shows what
+the framework printed and, call by call, what it sent: the tool choice, the tools offered and
+the last messages (the server's answer to call *n* is the assistant turn at the end of call
+*n + 1*).
 """
 
 from __future__ import annotations
@@ -32,14 +33,21 @@ MAX_CALLS = 5
 GENERATION_PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
 TOOL_RESULT = "21 degrees and sunny"  # what every script's get_weather returns, with the city
 
-# Every script reads these; the session header keeps its calls apart in the journal.
-_PRELUDE = """
-import json, os
+# Every script reads these; the session header keeps its calls apart in the journal. ``done`` also
+# prints how many model calls the session's journal holds by then (a request is journaled as it
+# arrives): a script that runs its agent twice splits the journal between its runs by that count.
+_PRELUDE = f"""
+import json, os, urllib.parse, urllib.request
 BASE_URL = os.environ["OPENAI_BASE_URL"]
-HEADERS = {"x-mockserver-session": os.environ["MOCKSERVER_SESSION"]}
+HEADERS = {{"x-mockserver-session": os.environ["MOCKSERVER_SESSION"]}}
 
 def done(output, schema=None):
-    print("RESULT " + json.dumps({"output": output, "schema": schema}))
+    query = urllib.parse.urlencode({{"session": HEADERS["x-mockserver-session"]}})
+    url = BASE_URL.removesuffix("/v1") + "/__mockserver/journal?" + query
+    with urllib.request.build_opener(urllib.request.ProxyHandler({{}})).open(url, timeout=10) as journal:
+        entries = json.load(journal)["entries"]  # (the standard library: not every virtualenv has httpx)
+    calls = sum(e["path"] in {GENERATION_PATHS!r} for e in entries)
+    print("RESULT " + json.dumps({{"output": output, "schema": schema, "calls": calls}}))
 """
 
 PYDANTIC_AI = """
@@ -116,12 +124,15 @@ def get_weather(city: str) -> str:
     \"\"\"Get the current weather for a city.\"\"\"
     return f"It is 21 degrees and sunny in {city}."
 
-client = AsyncOpenAI(base_url=BASE_URL, api_key="sk-test", default_headers=HEADERS, max_retries=0)
-model = MODEL(model="gpt-4o-mini", openai_client=client)
-agent = Agent(name="forecaster", instructions="Use the tools to answer.", model=model,
-              tools=[get_weather], output_type=Forecast)
-result = Runner.run_sync(agent, "What's the weather in Rome?", max_turns=6)
-done(result.final_output.model_dump(), Forecast.model_json_schema())
+# Run twice, each run with its own client and agent: the rerun test compares the two (one
+# process, so the SDK is imported once).
+for _ in range(2):
+    client = AsyncOpenAI(base_url=BASE_URL, api_key="sk-test", default_headers=HEADERS, max_retries=0)
+    model = MODEL(model="gpt-4o-mini", openai_client=client)
+    agent = Agent(name="forecaster", instructions="Use the tools to answer.", model=model,
+                  tools=[get_weather], output_type=Forecast)
+    result = Runner.run_sync(agent, "What's the weather in Rome?", max_turns=6)
+    done(result.final_output.model_dump(), Forecast.model_json_schema())
 """
 
 OPENAI_AGENTS_CHAT = _OPENAI_AGENTS.replace("MODEL(", "OpenAIChatCompletionsModel(")
@@ -271,6 +282,14 @@ def _turn(turn: Any) -> str:
 
 
 def _run(framework: Framework, live: Live, session: str, tmp_path: Path) -> Run:
+    """The script's one run: its result, and every model call the script made."""
+    (run,) = _runs(framework, live, session, tmp_path)
+    return run
+
+
+def _runs(framework: Framework, live: Live, session: str, tmp_path: Path) -> list[Run]:
+    """Each run of the script (one per ``RESULT`` line, in order), with the model calls made
+    since the one before (the last run: every call after it)."""
     python = framework.venv.python_or_skip()
     before = len(_journal(live, session))
     script = tmp_path / "agent.py"  # a file, not -c: smolagents' @tool reads its function's source
@@ -289,8 +308,13 @@ def _run(framework: Framework, live: Live, session: str, tmp_path: Path) -> Run:
         f"{framework.name} failed after {len(calls)} model calls:\n{done.stderr[-4000:]}\n{done.stdout[-1500:]}\n"
         + _describe(calls)
     )
-    result = json.loads(results[-1].removeprefix("RESULT "))
-    return Run(result["output"], result["schema"], calls)
+    runs, start = [], 0
+    for n, line in enumerate(results, 1):
+        result = json.loads(line.removeprefix("RESULT "))
+        end = len(calls) if n == len(results) else result["calls"] - before
+        runs.append(Run(result["output"], result["schema"], calls[start:end]))
+        start = end
+    return runs
 
 
 def _check(framework: Framework, run: Run) -> None:
@@ -328,8 +352,9 @@ def test_agent_loop_ends_with_a_valid_object(framework: Framework, live: Live, s
 def test_openai_agents_rerun_on_one_server_gives_the_same_result(
     framework: Framework, live: Live, session: str, tmp_path: Path
 ) -> None:
-    first = _run(framework, live, session, tmp_path)
+    runs = _runs(framework, live, session, tmp_path)
+    assert len(runs) == 2, f"{framework.name} ran {len(runs)} times, not twice"
+    first, second = runs
     _check(framework, first)
-    second = _run(framework, live, session, tmp_path)
     _check(framework, second)
     assert second.output == first.output, _describe(first.calls) + "\n--- rerun ---\n" + _describe(second.calls)
