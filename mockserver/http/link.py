@@ -51,17 +51,28 @@ def reset(transport: Any) -> None:
 
 
 class Link:
-    """One response's connection, bound once the response is sent."""
+    """One response's connection, bound once the response is sent; found when first asked for
+    (most streams never ask: only a stream fault or a recorded reset does)."""
 
     def __init__(self) -> None:
-        self.transport: Any = None
+        self._send: Any = None
+        self._transport: Any = None
+        self._found = False
 
     def bind(self, send: Any) -> None:
-        self.transport = find_transport(send)
+        self._send, self._found = send, False
+
+    @property
+    def transport(self) -> Any:
+        """The connection's transport (None when it cannot be found, or before the response is sent)."""
+        if not self._found and self._send is not None:
+            self._transport, self._found = find_transport(self._send), True
+        return self._transport
 
     def closed(self) -> bool:
         """Has the client gone? (False when the connection cannot be seen.)"""
-        return self.transport is not None and bool(self.transport.is_closing())
+        transport = self.transport
+        return transport is not None and bool(transport.is_closing())
 
     def reset(self) -> None:
         reset(self.transport)

@@ -45,6 +45,7 @@ log = logging.getLogger("mockserver")
 
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+_EVENT_STREAM = b"text/event-stream; charset=utf-8"  # as Starlette writes the media type
 
 
 class Encodable(Protocol):
@@ -218,6 +219,39 @@ class _Writer:
             self._waiting = False
         return frame
 
+    def whole(self) -> bytes | None:
+        """The whole stream's bytes, when its frames were all made at once and no stream fault
+        applies (None otherwise, or when a frame will not encode: :meth:`chunks` then says so in
+        band): the very bytes :meth:`chunks` would yield, with the same counts and ending."""
+        frames = self.frames
+        if self.faults is not None or not isinstance(frames, Ready) or frames._at:
+            return None
+        events = self.events
+        if frames.events is not None:
+            held = list(cast("Sequence[bytes]", frames.frames))
+            events += frames.events
+        else:
+            held = []
+            try:
+                for made in frames.frames:
+                    held.append(self.framing.encode(made))
+                    if _is_event(made):
+                        events += 1
+                        if isinstance(made, dict):
+                            self.sequence = made.get("sequence_number", self.sequence)
+            except Exception:
+                return None
+        frames._at = len(frames.frames)
+        self.events = events
+        if self.framing.done:
+            held.append(DONE)
+            self._end("done")
+        elif self.tally is None or self.tally.ended == "pending":
+            self._end("done")
+        if self.tally is not None:
+            self.tally.events = events
+        return b"".join(held)
+
     async def chunks(self) -> AsyncIterator[bytes]:
         faults, framing = self.faults, self.framing
         held: list[bytes] = []
@@ -314,9 +348,19 @@ class _EventStream(StreamingResponse):
     closes its body however the response ends."""
 
     def __init__(self, writer: _Writer, link: Link, headers: dict[str, str]) -> None:
+        # Starlette's fields, set as its __init__ would set them for these headers (made here:
+        # one pass over them, on the path every stream takes).
         self.writer = writer
         self.link = link
-        super().__init__(writer.chunks(), media_type="text/event-stream", headers={**SSE_HEADERS, **headers})
+        self.body_iterator = writer.chunks()
+        self.status_code = 200
+        self.media_type = "text/event-stream"
+        self.background = None
+        merged = {**SSE_HEADERS, **headers} if headers else SSE_HEADERS
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items()]
+        if all(key != b"content-type" for key, _ in raw):
+            raw.append((b"content-type", _EVENT_STREAM))
+        self.raw_headers = raw
 
     async def stream_response(self, send: Send) -> None:
         """Starlette's, but the last chunk carries the body's end (one write, not two: a
@@ -339,6 +383,11 @@ class _EventStream(StreamingResponse):
         self.writer.tally = scope.get(TALLY_KEY)
         self.writer.receive = receive
         try:
+            whole = self.writer.whole()
+            if whole is not None:  # all made, nothing to break: a head and one write
+                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                await send({"type": "http.response.body", "body": whole, "more_body": False})
+                return
             await self.stream_response(send)
         except OSError:
             raise ClientDisconnect() from None
