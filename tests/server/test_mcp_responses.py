@@ -18,17 +18,8 @@ from mockserver.app import create_app
 from mockserver.config import Settings
 from tests.support import spec
 from tests.support.live import FROZEN, Live, serve_in_thread
-
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOLS = [
-    {
-        "name": "get_weather",
-        "description": "The weather.",
-        "inputSchema": SCHEMA,
-        "result": {"content": [{"type": "text", "text": "21 degrees"}]},
-    },
-    {"name": "get_time", "description": "The time.", "inputSchema": {"type": "object"}},
-]
+from tests.support.tools import MCP_SCHEMA as SCHEMA
+from tests.support.tools import MCP_TOOLS as TOOLS
 
 
 @pytest.fixture(scope="module")

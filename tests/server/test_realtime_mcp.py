@@ -17,17 +17,8 @@ from openai.resources.realtime.realtime import RealtimeConnection
 from mockserver.app import create_app
 from mockserver.config import Settings
 from tests.support.live import FROZEN, Live, serve_in_thread
-
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-TOOLS = [
-    {
-        "name": "get_weather",
-        "description": "The weather.",
-        "inputSchema": SCHEMA,
-        "result": {"content": [{"type": "text", "text": "21 degrees"}]},
-    },
-    {"name": "get_time", "description": "The time.", "inputSchema": {"type": "object"}},
-]
+from tests.support.realtime import until
+from tests.support.tools import MCP_TOOLS as TOOLS
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +29,6 @@ def scripted() -> Iterator[Live]:
         yield server
 
 
-def _until(conn: RealtimeConnection, kind: str) -> list[Any]:
-    seen = []
-    while True:
-        event = conn.recv()
-        seen.append(event)
-        if event.type == kind:
-            return seen
-
-
 def _connect(live: Live, session: str) -> Any:
     httpx.post(f"{live.url}/__mockserver/mcp", params={"session": session}, json={"tools": TOOLS}).raise_for_status()
     client = openai.OpenAI(base_url=live.base_url, api_key="sk-test", max_retries=0)
@@ -54,18 +36,18 @@ def _connect(live: Live, session: str) -> Any:
 
 
 def _mcp_session(conn: RealtimeConnection, live: Live, **tool: Any) -> list[Any]:
-    _until(conn, "session.created")
+    until(conn, "session.created")
     mcp = {"type": "mcp", "server_label": "weather", "server_url": f"{live.url}/mcp", **tool}
     conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "tools": [mcp]})  # type: ignore[list-item]
-    return _until(conn, "mcp_list_tools.completed") + _until(conn, "conversation.item.done")
+    return until(conn, "mcp_list_tools.completed") + until(conn, "conversation.item.done")
 
 
 def _ask(conn: RealtimeConnection, text: str) -> list[Any]:
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
     conn.conversation.item.create(item=item)  # type: ignore[arg-type]
-    _until(conn, "conversation.item.done")
+    until(conn, "conversation.item.done")
     conn.response.create()
-    return _until(conn, "response.done")
+    return until(conn, "response.done")
 
 
 def test_a_sessions_mcp_tool_is_listed_then_called_in_a_response(scripted: Live) -> None:
@@ -81,7 +63,7 @@ def test_a_sessions_mcp_tool_is_listed_then_called_in_a_response(scripted: Live)
         assert [t.name for t in listed[-1].item.tools] == ["get_weather"]  # allowed_tools kept
         events = _ask(conn, "What does get_weather say for Lisbon?")
         conn.response.create()  # no new words from the user: they were served by the call, the model answers
-        second = _until(conn, "response.done")
+        second = until(conn, "response.done")
     kinds = [e.type for e in events]
     call_events = [k for k in kinds if "mcp_call" in k]
     assert call_events == [
@@ -107,21 +89,21 @@ def test_a_tool_that_needs_approval_is_called_once_approved(scripted: Live) -> N
         assert [o.type for o in asked[-1].response.output] == ["mcp_approval_request"] and request.name == "get_time"
         answer = {"type": "mcp_approval_response", "approval_request_id": "mcpr_nope", "approve": True}
         conn.conversation.item.create(item=answer, event_id="evt_bad")  # type: ignore[arg-type]
-        assert _until(conn, "error")[-1].error.param == "item.approval_request_id"
+        assert until(conn, "error")[-1].error.param == "item.approval_request_id"
         conn.conversation.item.create(item={**answer, "approval_request_id": request.id})  # type: ignore[arg-type]
-        _until(conn, "conversation.item.done")
+        until(conn, "conversation.item.done")
         conn.response.create()
-        done = _until(conn, "response.done")[-1].response
+        done = until(conn, "response.done")[-1].response
     assert [o.type for o in done.output] == ["mcp_call", "message"]
     assert done.output[0].approval_request_id == request.id and done.output[0].name == "get_time"
 
 
 def test_a_server_the_host_does_not_allow_is_refused_naming_it(scripted: Live) -> None:
     with _connect(scripted, "rt-mcp-host") as conn:
-        _until(conn, "session.created")
+        until(conn, "session.created")
         mcp = {"type": "mcp", "server_label": "far", "server_url": "https://example.com/mcp"}
         conn.session.update(session={"type": "realtime", "tools": [mcp]}, event_id="evt_far")  # type: ignore[list-item]
-        error = _until(conn, "error")[-1].error
+        error = until(conn, "error")[-1].error
     assert error.event_id == "evt_far" and error.param == "session.tools[0].server_url"
 
 
@@ -135,18 +117,18 @@ def test_a_rule_another_process_added_reaches_a_socket(tmp_path: Path) -> None:
     ):
         client = openai.OpenAI(base_url=second.base_url, api_key="sk-test", max_retries=0)
         with client.realtime.connect(model="gpt-realtime", extra_headers={"x-mockserver-session": "fleet"}) as conn:
-            _until(conn, "session.created")
+            until(conn, "session.created")
             rule = {"path": "/v1/realtime", "faults": "http.429", "session": "fleet"}
             httpx.post(f"{first.url}/__mockserver/rules", json=rule).raise_for_status()
             conn.response.create()
-            events = _until(conn, "response.done")
+            events = until(conn, "response.done")
     assert next(e for e in events if e.type == "error").error.code == "rate_limit_exceeded"
     assert events[-1].response.status == "failed"
 
 
 def test_a_server_that_does_not_answer_mcp_fails_its_listing_and_the_session_goes_on(scripted: Live) -> None:
     with _connect(scripted, "rt-mcp-down") as conn:
-        _until(conn, "session.created")
+        until(conn, "session.created")
         down = {"type": "mcp", "server_label": "down", "server_url": f"{scripted.url}/v1/models"}  # not MCP
         up = {
             "type": "mcp",
@@ -155,7 +137,7 @@ def test_a_server_that_does_not_answer_mcp_fails_its_listing_and_the_session_goe
             "require_approval": "never",
         }
         conn.session.update(session={"type": "realtime", "output_modalities": ["text"], "tools": [down, up]})  # type: ignore[list-item]
-        listed = _until(conn, "mcp_list_tools.completed")
+        listed = until(conn, "mcp_list_tools.completed")
         events = _ask(conn, "Use get_time please.")
     assert [e.type for e in listed if e.type.startswith("mcp_list_tools")] == [
         "mcp_list_tools.in_progress",

@@ -34,3 +34,17 @@ EMAIL = {
     },
 }
 TOOLS: list[Any] = [WEATHER, EMAIL]
+
+
+# The fake MCP server's catalog the MCP tests define (POST /__mockserver/mcp): a weather tool
+# with a schema and a fixed result, and a time tool with neither.
+MCP_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+MCP_TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "The weather.",
+        "inputSchema": MCP_SCHEMA,
+        "result": {"content": [{"type": "text", "text": "21 degrees"}]},
+    },
+    {"name": "get_time", "description": "The time.", "inputSchema": {"type": "object"}},
+]
