@@ -53,6 +53,10 @@ class _Book:
     ordered: tuple[ScriptRule, ...] = ()
     globals: tuple[ScriptRule, ...] = ()
     by_session: Mapping[str, tuple[ScriptRule, ...]] = field(default_factory=dict)
+    # Whether the global rules, and which sessions' own, have a rule that reads a count (nth,
+    # times, a sequence's step): where none does, the same request gets the same answer.
+    counting: bool = False
+    counting_sessions: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, rules: Iterable[ScriptRule]) -> _Book:
@@ -61,16 +65,27 @@ class _Book:
         for rule in ordered:
             if rule.session is not None:
                 sessions.setdefault(rule.session, []).append(rule)
+        globals_ = tuple(r for r in ordered if r.session is None)
         return cls(
             ordered,
-            tuple(r for r in ordered if r.session is None),
+            globals_,
             {name: tuple(rules) for name, rules in sessions.items()},
+            any(_counts(r) for r in globals_),
+            frozenset(name for name, rules in sessions.items() if any(_counts(r) for r in rules)),
         )
 
     def for_session(self, session: str | None) -> tuple[ScriptRule, ...]:
         """The session's rules first, then the global ones."""
         own = self.by_session.get(session) if session is not None else None
         return own + self.globals if own else self.globals
+
+    def counts(self, session: str | None) -> bool:
+        """Does any rule the session sees read a count?"""
+        return self.counting or (session is not None and session in self.counting_sessions)
+
+
+def _counts(rule: ScriptRule) -> bool:
+    return bool(rule.nth or rule.times is not None or rule.sequence)
 
 
 class Script(Cached):
@@ -94,6 +109,7 @@ class Script(Cached):
         self._shared: dict[int, ScriptRule] = {}  # the state's rules, as last read (memory: written here too)
         self._version = 0  # the script:version the copy reflects
         self._book = _Book()
+        self.changes = 0  # moves with every change of the rules (their version, for this process)
         self._prefixes: dict[str | None, str] = {}  # session → its counters' prefix (made once)
         # The admin API runs on the event loop, tests call the Python API from their own thread.
         self._lock = threading.Lock()
@@ -102,6 +118,12 @@ class Script(Cached):
 
     def _rebuild(self) -> None:
         self._book = _Book.of([*self._pinned, *self._shared.values()])
+        self.changes += 1
+
+    def counts(self, session: str | None) -> bool:
+        """Does a rule the session sees read a count (so the same request may be answered
+        otherwise next time)?"""
+        return self._book.counts(session)
 
     async def reload(self, version: int) -> None:
         """Read the shared rules again (their version moved to ``version``)."""

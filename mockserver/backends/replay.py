@@ -64,6 +64,12 @@ class ReplayBackend(BackendBase):
         self._made: dict[tuple[int, bool, bool], tuple[Event, ...]] = {}
         self._generation = library.generation
 
+    @property
+    def version(self) -> int:
+        """Moves when recordings come or go, or places are forgotten: while it stands, a request
+        at its last recording gets it again (and a request that missed misses again)."""
+        return self.library.changes + self.order.changes
+
     def answer(self, ask: Ask) -> AsyncIterator[Event]:
         return Played(lambda: self._events(ask))
 
@@ -72,12 +78,19 @@ class ReplayBackend(BackendBase):
         from): its events made once, or, paced, as they leave."""
         source = ask.source
         if vetted(self.library, source) == "all":
+            ask.steady = False
             raise Declined()
-        interaction = await self.library.next(source, self.order)
-        if interaction is None and (await self.library.refresh()).changed:
-            interaction = await self.library.next(source, self.order)
-        if interaction is None:
+        found = await self.library.next(source, self.order)
+        if found is None and (await self.library.refresh()).changed:
+            found = await self.library.next(source, self.order)
+        if found is None:
+            ask.steady = False  # a miss looks at the directory again: a cassette may come meanwhile
             raise Declined(self.library.miss(source))
+        interaction, again = found
+        if again is None:
+            ask.steady = False  # the next ask gets the next recording
+        else:
+            ask.again.append(again)
         ask.origin = self.library.place_of(interaction)
         if self._generation != self.library.generation:
             self._made.clear()

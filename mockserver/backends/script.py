@@ -61,6 +61,12 @@ class ScriptBackend(BackendBase):
         """No rule at all: the chain passes by without building the request."""
         return self.script.empty
 
+    @property
+    def version(self) -> int:
+        """The rules' changes: while they stand, a request no counting rule sees is answered
+        (or declined) the same way again."""
+        return self.script.changes
+
     def answer(self, ask: Ask) -> AsyncIterator[Event]:
         return Played(lambda: self._play(ask))
 
@@ -68,6 +74,8 @@ class ScriptBackend(BackendBase):
         """The answer's events, made at once (the model's stream, when it scores them)."""
         if self.script.empty:
             raise Declined()
+        if self.script.counts(ask.source.session):
+            ask.steady = False
         request = await ask.request()
         chosen = await self.script.choose(request, request.surface, request.session)
         if chosen is None:

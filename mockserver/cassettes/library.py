@@ -26,6 +26,7 @@ import errno
 import gzip
 import logging
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -125,6 +126,7 @@ class Library:
         self.options = options
         self.dir = CassetteDir(options.directory)
         self.generation = 0  # bumped whenever recordings are replaced or removed (caches key on it)
+        self.changes = 0  # bumped whenever recordings come, go or are replaced (what replays may differ)
         self.index = Index(ignore=options.ignore)
         self._by_cassette: dict[str, Index] = {}  # by file name (``a`` is ``a.yaml``)
         self._files: dict[str, tuple[Interaction, ...]] = {}  # each cassette's recordings, as last read
@@ -194,6 +196,8 @@ class Library:
         self._skipped.update(scan.skipped)
         self._broken.update(scan.broken)
         replaced = [name for name in scan.loaded if name in self._files]
+        if dropped or scan.loaded:
+            self.changes += 1
         for name in dropped:
             del self._files[name]
             self._by_cassette.pop(name, None)
@@ -264,11 +268,14 @@ class Library:
             found = self._by_cassette[name] = Index(ignore=self.options.ignore)
         return found
 
-    async def next(self, source: Source, order: ReplayOrder) -> Interaction | None:
+    async def next(
+        self, source: Source, order: ReplayOrder
+    ) -> tuple[Interaction, Callable[[], Awaitable[int]] | None] | None:
         """The next recording of this request, in recorded order — of the same shape (stream
         or not) when there is one, so a cassette holding both twins serves each its own. Each
         (cassette, session) counts its own place in the recordings; past the last, the last
-        repeats."""
+        repeats. Beside it, once the place is the last (what every next ask gets too), how a
+        repeat counts its place; None before it."""
         index = self.index_of(source.cassette)
         request = (source.method, source.target, source.body)
         key = index.key_of(await self._normal(index, request, ()))
@@ -280,8 +287,11 @@ class Library:
         if not recorded:
             return None
         same = [i for i in recorded if (i.response.stream is not None) == source.stream] or list(recorded)
-        played = await order.take(source.session, (source.cassette, key, source.stream))
-        return same[min(played, len(same) - 1)]
+        place = (source.cassette, key, source.stream)
+        played = await order.take(source.session, place)
+        if played < len(same) - 1:
+            return same[played], None
+        return same[-1], lambda: order.take(source.session, place)
 
     async def _normal(self, index: Index, request: tuple[str, str, bytes], secrets: tuple[str, ...]) -> Normal:
         """``request`` as ``index`` matches it, with ``secrets`` scrubbed as a recording would
@@ -338,6 +348,7 @@ class Library:
                 raise CassetteWriteError(cassette, exc, called=True) from None
             self.index.add(interaction)
             self.index_of(cassette).add(interaction)
+            self.changes += 1
             if before == self._seen.get(name) and name not in self._broken and name not in self._skipped:
                 after = self.dir.signature(cassette)
                 if after is not None:

@@ -24,6 +24,7 @@ class ReplayOrder:
     def __init__(self, bridge: Bridge | None = None) -> None:
         self.bridge = bridge if bridge is not None else Bridge()
         self._digests: dict[Hashable, str] = {}  # key → its digest (keying again costs a repr and a hash)
+        self.changes = 0  # bumped whenever places are forgotten (a replay may start again)
 
     def _digest(self, key: Hashable) -> str:
         digest = self._digests.get(key)
@@ -42,4 +43,5 @@ class ReplayOrder:
 
     async def aclear(self, session: str | None = None) -> None:
         """Forget every session's places (``None``), or one session's."""
+        self.changes += 1
         await self.bridge.state.forget(PREFIX if session is None else f"{PREFIX}{safe(session)}:")

@@ -21,9 +21,21 @@ from mockserver.http.metrics import Metrics
 from mockserver.http.request_id import HEADER, Hash, id_of
 from mockserver.wire import headers as h
 
-__all__ = ["Exchange"]
+__all__ = ["Copy", "Exchange"]
 
 ANTHROPIC_ID = b"request-id"  # Anthropic's name for x-request-id
+
+
+class Copy:
+    """What an answer was sent as, copied as it passes (for the edge to remember it:
+    :mod:`mockserver.edge.repeats`): its status, its headers as they left, its body's messages."""
+
+    __slots__ = ("bodies", "headers", "status")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.bodies: list[tuple[bytes, bool]] = []  # (body, more_body)
 
 
 class Exchange:
@@ -46,6 +58,7 @@ class Exchange:
         self.extra: list[tuple[bytes, bytes]] = []  # headers the edge adds (the rate limiter's)
         self.last: Callable[[], Awaitable[None]] | None = None  # before the last body message (a shared journal's push)
         self.pushed = False
+        self.copy: Copy | None = None  # what the answer is sent as, for the edge to remember
 
     def measure(self, metrics: Metrics, endpoint: str, method: str, profile: str) -> None:
         """Count this request in ``metrics`` (in flight now; answered at its last byte)."""
@@ -100,11 +113,15 @@ class Exchange:
                 if self.profile == "anthropic" and all(k != ANTHROPIC_ID for k, _ in headers):
                     headers.append((ANTHROPIC_ID, rid))  # what Anthropic's SDKs read, errors included
             message = {**message, "headers": headers}
+            if self.copy is not None:
+                self.copy.status, self.copy.headers = status, headers
             if entry is not None:
                 entry.status = status
                 entry.answering(headers, text)
         elif kind == "http.response.body":
             last = not message.get("more_body", False)
+            if self.copy is not None:
+                self.copy.bodies.append((message.get("body", b""), not last))
             if entry is not None:
                 chunk = message.get("body", b"")
                 entry.bytes += len(chunk)

@@ -32,25 +32,36 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mockserver.context import ServerContext
-from mockserver.edge.exchange import Exchange
+from mockserver.edge.exchange import Copy, Exchange
 from mockserver.edge.injection import Injection
+from mockserver.edge.repeats import LARGEST, Key, Repeats, Reply
 from mockserver.errors import APIError
 from mockserver.http.auth import bearer_problem, recording_problem
 from mockserver.http.body import replaying
 from mockserver.http.gone import ClientGone
-from mockserver.http.limits import take_body
+from mockserver.http.limits import parse_body, take_raw
 from mockserver.http.metrics import METHODS, OTHER, Endpoints, Metrics, measured, measuring
 from mockserver.http.prefix import Prefixes, provider_path
 from mockserver.http.request_id import Hash, begin, hashing
 from mockserver.profiles import Profile
+from mockserver.spine.repeat import Promise
 from mockserver.state.base import StateUnavailable
-from mockserver.wire.scope import DEPLOYMENT, PROFILE_KEY, SYNCED_KEY
+from mockserver.wire.scope import BATCH_KEY, BODY_KEY, DEPLOYMENT, PROFILE_KEY, REPEAT_KEY, SYNCED_KEY
 
 __all__ = ["Edge"]
 
 Answer = Callable[[APIError, Scope], Response]
 Endpoint = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+ADMIN = "/__mockserver/"
+
+
+def _repeatable(scope: Scope, raw: bytes) -> bool:
+    """May this request's answer be remembered (see :mod:`mockserver.edge.repeats`)? A provider's
+    POST of a small body, not a batch's line."""
+    return len(raw) <= LARGEST and scope["method"] == "POST" and BATCH_KEY not in scope and provider_path(scope["path"])
 
 
 def _direct(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoint]:
@@ -98,6 +109,11 @@ class Edge:
         self.first_look = ctx.refresh if not injector and ctx.state.shared else None
         self.recording = recording
         self.keys = keys
+        # Answers remembered for requests asked again (see mockserver.edge.repeats): not on a
+        # shared state (another process may change what answers), nor with latency (a repeat
+        # would not wait). A recording backend makes no promise, so what it records is not kept.
+        steady = not ctx.state.shared and ctx.engine.timeline.idle
+        self.repeats = Repeats(ctx) if steady else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -146,8 +162,19 @@ class Edge:
         await response(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Exchange, running: Hash) -> None:
+        limits, repeats = self.ctx.limits, self.repeats
+        key: Key | None = None
         try:
-            raw = await take_body(scope, hashing(running, receive), self.ctx.limits)
+            raw = await take_raw(scope, hashing(running, receive), limits)
+            if raw is not None:
+                if repeats is not None and _repeatable(scope, raw) and repeats.open():
+                    key = repeats.key(scope, raw)
+                    reply = repeats.get(key)
+                    if reply is not None and self._may_repeat(scope, receive, send):
+                        scope[BODY_KEY] = (raw, reply.parsed)  # asked before, and all it stood on stands
+                        await self._repeat(reply, scope, replaying(raw, receive), send)
+                        return
+                await parse_body(scope, raw, limits)
         except APIError as exc:  # too large, too deep, a number JSON cannot carry
             await self.answer(exc, scope)(scope, receive, send)
             return
@@ -155,9 +182,42 @@ class Edge:
             return
         if raw is not None:
             receive = replaying(raw, receive)
+        if key is not None:
+            assert repeats is not None
+            promise = scope[REPEAT_KEY] = Promise()
+            copy = send.copy = Copy()
+            await self._provider_path(scope, receive, send)
+            parsed = scope.get(BODY_KEY)
+            if promise.kept and parsed is not None:
+                repeats.keep(key, promise, copy, send, parsed[1])
+            return
         if not provider_path(scope["path"]):
+            if repeats is not None and scope["method"] not in ("GET", "HEAD") and scope["path"].startswith(ADMIN):
+                repeats.moved()  # an admin write: whatever it changed, no answer kept holds
             await self._route(scope, receive, send)
             return
+        await self._provider_path(scope, receive, send)
+
+    def _may_repeat(self, scope: Scope, receive: Receive, send: Exchange) -> bool:
+        """Would the recording headers' rule let this request through (it reads the client's
+        address, which the remembered request's key does not hold)? If not, it is answered
+        the long way, which refuses it."""
+        return not self.recording or recording_problem(self.ctx.admin, scope) is None
+
+    async def _repeat(self, reply: Reply, scope: Scope, receive: Receive, send: Exchange) -> None:
+        """A request answered as remembered: journaled by the injector, its bytes sent again."""
+
+        async def again(scope: Scope, receive: Receive, send: Exchange) -> None:
+            await reply.send(self.ctx, scope, send)
+
+        if self.injection is not None:
+            await self.injection(scope, receive, send, again)
+        else:
+            await again(scope, receive, send)
+
+    async def _provider_path(self, scope: Scope, receive: Receive, send: Exchange) -> None:
+        """A provider request (``/v1/…``) with its body read: the recording rule, the faults,
+        the keys, the routes."""
         if self.recording:
             problem = recording_problem(self.ctx.admin, scope)
             if problem is not None:

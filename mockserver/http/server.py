@@ -106,6 +106,55 @@ def _rebuild(cls: _Rebuilt) -> tuple[Any, tuple[float, int, float]]:
 copyreg.pickle(_Rebuilt, _rebuild)
 
 
+class _Joined:
+    """The connection's transport as one response cycle writes to it: the answer's head is held
+    until its body's first write and leaves with it, so a whole answer is one write (one system
+    call, one segment), where uvicorn writes head and body apart. A head with nothing after it
+    in the same turn of the event loop (a stream that waits for its first frame) leaves at the
+    end of that turn. Closing or aborting writes what is held first, so the bytes on the wire
+    are the same, in the same order."""
+
+    __slots__ = ("held", "loop", "raw", "started")
+
+    def __init__(self, raw: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.raw = raw
+        self.loop = loop
+        self.held: bytes | None = None
+        self.started = False  # the head was written (held or gone)
+
+    def write(self, data: bytes) -> None:
+        if not self.started:
+            self.started = True
+            self.held = data
+            self.loop.call_soon(self.flush)
+            return
+        held = self.held
+        if held is not None:
+            self.held = None
+            data = held + data
+        self.raw.write(data)
+
+    def flush(self) -> None:
+        held = self.held
+        if held is not None:
+            self.held = None
+            self.raw.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self.raw.close()
+
+    def abort(self) -> None:
+        self.flush()
+        self.raw.abort()
+
+    def is_closing(self) -> bool:
+        return self.raw.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.raw.get_extra_info(name, default)
+
+
 class _Sweeper:
     """The deadlines of one event loop's bounded connections, checked every ``tick`` seconds by
     one timer while any connection is open: a deadline is a float per connection (set and
@@ -146,7 +195,7 @@ class _Sweeper:
 
 
 def _bounded_protocol(
-    base: type[asyncio.Protocol], timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT
+    base: type[asyncio.Protocol], timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT, per_task: bool = False
 ) -> type[asyncio.Protocol]:
     """``base`` (uvicorn's httptools or h11 protocol) with the head timeout and size, the body
     timeout and the connection cap. Both keep the request being answered in ``self.cycle``, a
@@ -170,6 +219,10 @@ def _bounded_protocol(
         (b"connection", b"close"),
     ]
 
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": refusal})
+
     tick = max(0.05, min(1.0, timeout / 4, body_timeout / 4))  # how late a deadline may be noticed
 
     class Bounded(base, metaclass=_Rebuilt):  # type: ignore[valid-type,misc]
@@ -182,20 +235,27 @@ def _bounded_protocol(
         _body_for: Any = None  # the cycle whose body the body deadline waits for
         _seen_cycle: Any = None  # the last cycle (request head) this connection parsed
         _sweeper: _Sweeper | None = None
+        _joined_for: Any = None  # the last cycle given a joining transport
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            if per_task:
+                return  # the cap is checked as each request's task starts (below)
             app: ASGIApp = self.app  # type: ignore[has-type]
             connections = self.connections
 
             async def capped(scope: Scope, receive: Receive, send: Send) -> None:
                 if scope["type"] == "http" and len(connections) > cap:
-                    await send({"type": "http.response.start", "status": 503, "headers": headers})
-                    await send({"type": "http.response.body", "body": refusal})
+                    await refuse(scope, receive, send)
                     return
                 await app(scope, receive, send)
 
             self.app = capped
+
+        def _start_asgi_task(self, cycle: Any, app: ASGIApp) -> None:
+            # httptools' protocol starts each request here: past the cap it is refused, with no
+            # layer of ours around the app on every other request.
+            super()._start_asgi_task(cycle, refuse if len(self.connections) > cap else app)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
@@ -231,6 +291,13 @@ def _bounded_protocol(
                     self._body_deadline = self.loop.time() + body_timeout
             if self._body_deadline and (cycle is not self._body_for or not cycle.more_body):
                 self._body_deadline = 0.0  # the whole body came
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle is not self._joined_for:  # a new request (not an upgrade)
+                self._joined_for = cycle
+                cycle.transport = _Joined(self.transport, self.loop)
 
         def _head_too_big(self, data: bytes) -> bool:
             """Would the pending head, with ``data``, pass :data:`MAX_HEAD_BYTES`? Told before
@@ -281,10 +348,13 @@ def _bounded_protocol(
 def _http_protocol(timeout: float, cap: int, body_timeout: float = BODY_TIMEOUT) -> type[asyncio.Protocol]:
     """The HTTP protocol uvicorn's ``http="auto"`` picks (httptools when installed), bounded."""
     try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as Base
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # pragma: no cover - httptools ships with uvicorn[standard]
-        from uvicorn.protocols.http.h11_impl import H11Protocol as Base  # type: ignore[assignment]
-    return _bounded_protocol(Base, timeout, cap, body_timeout)
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return _bounded_protocol(H11Protocol, timeout, cap, body_timeout)
+    # httptools' protocol starts every request's task in one method: the cap is checked there.
+    return _bounded_protocol(HttpToolsProtocol, timeout, cap, body_timeout, per_task=True)
 
 
 def uvicorn_config(

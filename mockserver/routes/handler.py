@@ -40,11 +40,12 @@ from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
 from mockserver.spine.backend import Ask, Played, aclose
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
+from mockserver.spine.repeat import Promise
 from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
 from mockserver.spine.result import Result
 from mockserver.wire import headers as h
 from mockserver.wire.json import Json, dumps
-from mockserver.wire.scope import BODY_KEY, DEPLOYMENT, TALLY_KEY
+from mockserver.wire.scope import BODY_KEY, DEPLOYMENT, REPEAT_KEY, TALLY_KEY
 from mockserver.wire.stream import StreamEnded
 
 __all__ = [
@@ -168,6 +169,10 @@ async def handle(request: Request, family: Family) -> Response:
         return await family.deliver(read[0], Opened("reference", failure=exc))
     if ask.origin is not None:
         _journal_origin(scope, ask.origin)
+    if ask.versions is not None:
+        promise: Promise | None = scope.get(REPEAT_KEY)
+        if promise is not None:
+            promise.vouch(ask)
     if isinstance(first, RecordedHead):
         style = ctx.profile_of(scope).error_style
         return await recorded_response(scope, by, first, stream, plan, style, codec.surface == "responses")
@@ -469,6 +474,7 @@ def ready_body(prepared: Prepared, by: str, rest: Played, encode: Callable[[Resu
     last ones are remembered on the read (see :func:`deliver_completion`)."""
     made, read, created = rest.made, prepared.read, prepared.call.created
     rest.drain()  # counted as taken
+    _made_at_once(prepared, created, made)
     last = read.answer if read is not None else None
     if last is not None and last.events is made and last.by == by and last.created == created and not last.frames:
         return last.body
@@ -486,6 +492,7 @@ def ready_frames(
     body read before, as bytes remembered like a whole body's (see :func:`ready_body`)."""
     made, read, created = rest.made, prepared.read, prepared.call.created
     rest.drain()
+    _made_at_once(prepared, created, made)
     last = read.answer if read is not None else None
     if last is not None and last.events is made and last.by == by and last.created == created and last.frames:
         return Ready(last.frames, last.counted)
@@ -495,6 +502,15 @@ def ready_frames(
     encoded = tuple(framing.encode(frame) for frame in frames)
     read.answer = _Encoded(by, made, created, b"", encoded, events_in(encoded))
     return Ready(encoded)
+
+
+def _made_at_once(prepared: Prepared, created: int, made: Sequence[Event]) -> None:
+    """The edge may remember an answer made at once to a body read as nothing else but its
+    bytes says (see :func:`_read`): tell it so."""
+    if prepared.read is not None:
+        promise: Promise | None = prepared.request.scope.get(REPEAT_KEY)
+        if promise is not None:
+            promise.made(created, made)
 
 
 def stream_faults(plan: tuple[Fault, ...], link: Link) -> StreamFaults | None:
@@ -521,7 +537,11 @@ async def recorded_response(
     if not head.stream:
         body: list[bytes] = []
         if isinstance(events, Played) and events.ready:  # made at once: no wait per event
+            made = events.made
             body = [event.data for event in events.drain() if isinstance(event, RecordedFrame)]
+            promise: Promise | None = scope.get(REPEAT_KEY)
+            if promise is not None:
+                promise.made(None, made)
         else:
             try:
                 async for event in events:

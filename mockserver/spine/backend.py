@@ -55,19 +55,30 @@ class Backend(Protocol):
     @property
     def idle(self) -> bool: ...
 
+    @property
+    def version(self) -> int | None:
+        """How far what the backend answers from (its rules, its recordings) has moved: a
+        number that grows with every change. While it stands, an ask the backend answered or
+        declined with :attr:`Ask.steady` kept gets the same again (the edge remembers such
+        answers: :mod:`mockserver.edge.repeats`). None: no such promise (the model)."""
+
     def answer(self, ask: Ask) -> AsyncIterator[Event]: ...
 
     async def aclose(self) -> None: ...
 
 
 class BackendBase:
-    """The contract's defaults: never idle, nothing to close."""
+    """The contract's defaults: never idle, no promise of the same answer, nothing to close."""
 
     role: Role = "model"
 
     @property
     def idle(self) -> bool:
         return False
+
+    @property
+    def version(self) -> int | None:
+        return None
 
     async def aclose(self) -> None:
         return None
@@ -237,21 +248,37 @@ class Chain:
         decoding, and a provider request our schemas would refuse still replays.
         """
         refused: APIError | None = None
-        for name, backend in self.links:
+        for at, (name, backend) in enumerate(self.links):
             if backend.idle:
                 continue
             stream = backend.answer(ask)
             try:
-                return name, await anext(stream), stream
+                first = await anext(stream)
             except Declined as declined:
                 refused = refused or declined.error
+                continue
             except StopAsyncIteration:
-                return name, None, stream
+                first = None
+            if ask.steady:
+                ask.versions = self.versions(at + 1)
+            return name, first, stream
         raise refused or NotFound(
             f"No backend of the chain ({', '.join(self.names)}) answers this request.{self.missing}",
             code="no_answer",
             headers={"x-should-retry": "false"},
         )
+
+    def versions(self, links: int) -> tuple[int, ...] | None:
+        """The :attr:`~Backend.version` of the first ``links`` backends (the ones an answer
+        passed through, idle or declining, and the one that answered); None when one of them
+        makes no promise."""
+        versions = []
+        for _, backend in self.links[:links]:
+            version = backend.version
+            if version is None:
+                return None
+            versions.append(version)
+        return tuple(versions)
 
     async def recorded(self, ask: Ask) -> tuple[str, RecordedHead, AsyncIterator[Event]] | None:
         """A recording's answer to a request of an endpoint that generates nothing: the
@@ -308,6 +335,16 @@ class Ask:
         # What answered within the backend, for a person reading the journal: the scripted rule
         # ("rule 3 (rules.yaml)"), the cassette and its recording ("chat.yaml #2"); None: the model.
         self.origin: str | None = None
+        # Whether the same ask would get the same answer while the backends' versions stand:
+        # a backend clears it when its choice read or moved a count (a rule's nth or times, a
+        # sequence's step, a cassette's place before its last recording).
+        self.steady = True
+        # What a repeat of this ask must still do, though it is answered as remembered (a
+        # cassette's place counted).
+        self.again: list[Callable[[], Awaitable[object]]] = []
+        # The versions of the backends the answer came through (see Chain.versions), set by
+        # the chain when the answer was steady; None: it may not be remembered.
+        self.versions: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, request: GenerationRequest, source: Source | None = None) -> Ask:

@@ -17,6 +17,7 @@ __all__ = [
     "NOTE_KEY",
     "PLAN_KEY",
     "PROFILE_KEY",
+    "REPEAT_KEY",
     "REQUEST_ID_KEY",
     "SYNCED_KEY",
     "TALLY_KEY",
@@ -29,6 +30,7 @@ PLAN_KEY = "mockserver.faults"  # tuple[Fault, ...]: the faults decided at the e
 APPLIED_KEY = "mockserver.applied"  # list[Fault]: applied so far (shared by copies of the scope)
 TALLY_KEY = "mockserver.tally"  # the request's journal entry
 BATCH_KEY = "mockserver.batch"  # a batch line's {"id", "custom_id", "line"} (the journal shows it)
+REPEAT_KEY = "mockserver.repeat"  # a spine.repeat.Promise: the edge may remember this request's answer
 SYNCED_KEY = "mockserver.synced"  # set once a request has paid its first look at a shared state (its journal id, or 0)
 # A callable ``(what) -> None`` a test harness leaves in the scope to hear of failures a test
 # should see (a cassette miss): the error handler calls it, so nobody reads the answer's body.

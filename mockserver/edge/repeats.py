@@ -1,0 +1,149 @@
+"""Answers remembered for requests asked again: the edge's shortcut for what test suites ask most.
+
+A test suite asks the same thing again and again — the same body, path and headers, from the
+same client. When the answer to such a request was made all at once from state that stands (a
+scripted rule that reads no count, a cassette's last recording of it), with no fault, rate
+limit or latency in play, the next identical request would be answered with the same bytes;
+so the edge keeps them (the status, the headers as sent, request id included, and the body)
+and sends them again, without reading the body against its schema, asking the backends or
+encoding the answer again. What the answer stood on is kept beside it and checked on every
+use:
+
+* the request: method, path and query as sent, every header, the body's bytes (the key);
+* the versions of the backends the answer came through (:meth:`~mockserver.spine.backend.Chain.versions`:
+  a rule added, a cassette loaded, places forgotten move them), and :attr:`Repeats.generation`,
+  which every write to the admin API moves;
+* the clock's second the answer was created in (its ``created``): another second, another
+  answer (a recording's bytes name no time of ours: they hold in any second);
+* no fault rules and no rate limit at the time of asking (a rule added later stops every repeat).
+
+A repeat is still a request like any other to everything that watches: the injector journals
+it (the rule or recording that answered is named, as the first time), the metrics count it and
+its tokens, and what its backend counts per call (a cassette's place) is counted. Only the
+work of making the same bytes again is skipped. The store is bounded (:data:`KEPT` answers of
+requests up to :data:`~mockserver.routes.handler.MEMO_BYTES`, oldest out first) and used on
+the event loop only; a shared state (another process may change what answers) or a server with
+latency keeps nothing, and a recording backend promises nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import Scope
+
+from mockserver.context import ServerContext
+from mockserver.edge.exchange import Copy, Exchange
+from mockserver.spine.repeat import Promise
+from mockserver.wire.scope import TALLY_KEY
+
+__all__ = ["KEPT", "LARGEST", "Repeats", "Reply"]
+
+KEPT = 512  # answers remembered at most
+LARGEST = 16 * 1024  # bytes: a bigger body is not remembered (it is seldom sent twice)
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A remembered answer and what it stood on (see the module docstring)."""
+
+    generation: int
+    versions: tuple[int, ...]
+    created: int | None  # None: the same in any second
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    bodies: tuple[tuple[bytes, bool], ...]
+    parsed: Any  # the request's body as the edge parsed it (the injector and the journal read it)
+    origin: str | None  # the rule or recording that answered (the journal names it)
+    events: int  # a stream's events (the journal counts them)
+    promise: Promise
+
+    async def send(self, ctx: ServerContext, scope: Scope, send: Exchange) -> None:
+        """Answer again: what the backend counts per call, the metrics' token counts, the
+        journal's origin, then the bytes."""
+        for again in self.promise.again:
+            await again()
+        count = ctx.engine.on_usage
+        if count is not None:
+            for usage in self.promise.usage:
+                count(usage)
+        entry = scope.get(TALLY_KEY)
+        if entry is not None:
+            entry.origin = self.origin
+            entry.events = self.events
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        for body, more in self.bodies:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+
+
+class Repeats:
+    """The answers ``ctx``'s edge remembers (see the module docstring)."""
+
+    def __init__(self, ctx: ServerContext, size: int = KEPT) -> None:
+        self.ctx = ctx
+        self.size = size
+        self.generation = 0  # moved by every admin write: whatever it changed, nothing kept holds
+        self._kept: dict[Key, Reply] = {}
+
+    def open(self) -> bool:
+        """May a request be answered from here, or its answer kept, now (no fault rule, no limit)?"""
+        chaos = self.ctx.chaos
+        return not chaos.rules.active and not chaos.limiter.active
+
+    @staticmethod
+    def key(scope: Scope, raw: bytes) -> Key:
+        return (scope["method"], scope["raw_path"], scope["query_string"], tuple(scope["headers"]), raw)
+
+    def get(self, key: Key) -> Reply | None:
+        """The answer remembered for ``key``, when all it stood on stands."""
+        reply = self._kept.get(key)
+        if reply is None:
+            return None
+        ctx = self.ctx
+        if (
+            reply.generation != self.generation
+            or (reply.created is not None and reply.created != int(ctx.clock.now()))
+            or ctx.chain.versions(len(reply.versions)) != reply.versions
+        ):
+            del self._kept[key]
+            return None
+        return reply
+
+    def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange, parsed: Any) -> None:
+        """Remember an answer just sent, if it may be: the handler vouched for it, it was a
+        whole 200 and nothing changed while it was made."""
+        entry = send.entry
+        if (
+            not promise.kept
+            or promise.versions is None
+            or copy.status != 200
+            or not copy.bodies
+            or copy.bodies[-1][1]
+            or (entry is not None and (entry.ended != "done" or entry.faults))
+            or not self.open()
+        ):
+            return
+        kept = self._kept
+        kept.pop(key, None)
+        if len(kept) >= self.size:
+            del kept[next(iter(kept))]  # the oldest
+        kept[key] = Reply(
+            self.generation,
+            promise.versions,
+            promise.created,
+            copy.status,
+            copy.headers,
+            tuple(copy.bodies),
+            parsed,
+            entry.origin if entry is not None else None,
+            entry.events if entry is not None else 0,
+            promise,
+        )
+
+    def moved(self) -> None:
+        """Something an answer may stand on changed (an admin write): forget every answer."""
+        self.generation += 1
+        self._kept.clear()
