@@ -119,6 +119,9 @@ class _Scan:
     broken: dict[str, str]
 
 
+Again = Callable[[], Awaitable[int]]  # a repeat's count of its place (see Library.next)
+
+
 class Library:
     """The loaded cassettes: what replays, and where recordings go."""
 
