@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from starlette.types import Message, Send
 
@@ -21,7 +22,7 @@ from mockserver.http.metrics import Metrics
 from mockserver.http.request_id import HEADER, Hash, id_of
 from mockserver.wire import headers as h
 
-__all__ = ["Copy", "Exchange"]
+__all__ = ["Copy", "Exchange", "Seen"]
 
 ANTHROPIC_ID = b"request-id"  # Anthropic's name for x-request-id
 
@@ -79,69 +80,105 @@ class Exchange:
 
     async def __call__(self, message: Message) -> None:
         kind = message["type"]
-        entry = self.entry
         if kind == "http.response.start":
-            self.status = status = message["status"]
+            status = message["status"]
             headers = message.get("headers", [])
             extra = self.extra
             if self.applied:
                 extra = [*extra, (h.FAULTS, "; ".join(f.render() for f in self.applied).encode())]
             if extra:
                 headers = [*headers, *extra]
-            stamped = False
-            text = True  # no content type: an error page or an empty body, kept (it is small)
-            for key, value in headers:  # one pass over the headers for every part
-                if key == h.SEED:
-                    if entry is not None:
-                        entry.seed = int(value)
-                elif key == b"retry-after":
-                    if entry is not None:
-                        entry.retry_after = float(value)
-                elif key == h.FAULTS:
-                    if self.metrics is not None:
-                        self.faulted = True
-                        self.metrics.count_faults(self.endpoint, value)
-                elif key == b"content-type":
-                    text = value.startswith(_TEXT)
-                    if self.metrics is not None and value.startswith(b"text/event-stream"):
-                        self.metrics.count_stream(self.endpoint, self.profile)
-                elif key.lower() == HEADER:
-                    stamped = True  # a recording's own id is kept
-            if not stamped:
+            seen = Seen.of(headers)
+            if not seen.stamped:
                 rid = id_of(self.running).encode()
                 headers = [*headers, (HEADER, rid)]
                 if self.profile == "anthropic" and all(k != ANTHROPIC_ID for k, _ in headers):
                     headers.append((ANTHROPIC_ID, rid))  # what Anthropic's SDKs read, errors included
             message = {**message, "headers": headers}
-            if self.copy is not None:
-                self.copy.status, self.copy.headers = status, headers
-            if entry is not None:
-                entry.status = status
-                entry.answering(headers, text)
+            self.began(status, headers, seen)
         elif kind == "http.response.body":
-            last = not message.get("more_body", False)
-            if self.copy is not None:
-                self.copy.bodies.append((message.get("body", b""), not last))
-            if entry is not None:
-                chunk = message.get("body", b"")
-                entry.bytes += len(chunk)
-                entry.answered(chunk)
-                if last:
-                    if entry.ended == "pending":
-                        entry.ended = "done"  # a stream's writer says how it ended before this
-                    if self.last is not None and not self.pushed:
-                        self.pushed = True
-                        await self.last()
+            await self.passing(message.get("body", b""), not message.get("more_body", False))
+        await self.out(message)
+
+    def began(self, status: int, headers: list[tuple[bytes, bytes]], seen: Seen) -> None:
+        """An answer begins with ``status`` and ``headers`` (as they leave; ``seen`` read in them):
+        its journal entry and the metrics learn of it."""
+        self.status = status
+        entry, metrics = self.entry, self.metrics
+        if entry is not None:
+            if seen.seed is not None:
+                entry.seed = int(seen.seed)
+            if seen.retry_after is not None:
+                entry.retry_after = float(seen.retry_after)
+        if metrics is not None:
+            if seen.faults is not None:
+                self.faulted = True
+                metrics.count_faults(self.endpoint, seen.faults)
+            if seen.stream:
+                metrics.count_stream(self.endpoint, self.profile)
+        if self.copy is not None:
+            self.copy.status, self.copy.headers = status, headers
+        if entry is not None:
+            entry.status = status
+            entry.answering(headers, seen.text)
+
+    async def passing(self, chunk: bytes, last: bool) -> None:
+        """A piece of the body is about to leave (``last``: the body's end)."""
+        if self.copy is not None:
+            self.copy.bodies.append((chunk, not last))
+        entry = self.entry
+        if entry is not None:
+            entry.bytes += len(chunk)
+            entry.answered(chunk)
             if last:
-                # Counted before the last byte goes out, so a client that has its answer and
-                # then scrapes always sees it counted.
-                self.count()
+                if entry.ended == "pending":
+                    entry.ended = "done"  # a stream's writer says how it ended before this
+                if self.last is not None and not self.pushed:
+                    self.pushed = True
+                    await self.last()
+        if last:
+            # Counted before the last byte goes out, so a client that has its answer and
+            # then scrapes always sees it counted.
+            self.count()
+
+    async def out(self, message: Message) -> None:
+        """``message`` to the client (a write that fails is a client gone, in the journal too)."""
         try:
             await self.inner(message)
         except OSError:
-            if entry is not None:
-                entry.ended = "client_disconnect"
+            if self.entry is not None:
+                self.entry.ended = "client_disconnect"
             raise
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the edge reads in an answer's headers, in one pass over them."""
+
+    seed: bytes | None = None  # x-mockserver-seed (the journal's seed)
+    retry_after: bytes | None = None
+    faults: bytes | None = None  # x-mockserver-faults (counted in the metrics)
+    text: bool = True  # a body the journal keeps the first bytes of (no content type: an error page, small)
+    stream: bool = False  # an event stream
+    stamped: bool = False  # it carries its x-request-id (a recording's own is kept)
+
+    @classmethod
+    def of(cls, headers: list[tuple[bytes, bytes]]) -> Seen:
+        seed = retry_after = faults = None
+        text, stream, stamped = True, False, False
+        for key, value in headers:
+            if key == h.SEED:
+                seed = value
+            elif key == b"retry-after":
+                retry_after = value
+            elif key == h.FAULTS:
+                faults = value
+            elif key == b"content-type":
+                text = value.startswith(_TEXT)
+                stream = value.startswith(b"text/event-stream")
+            elif key.lower() == HEADER:
+                stamped = True
+        return cls(seed, retry_after, faults, text, stream, stamped)
 
 
 # Answers the journal keeps the first bytes of (JSON, SSE, text), not audio or images.

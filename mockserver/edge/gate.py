@@ -2,6 +2,9 @@
 
 One pass, in this order (each step only where it applies, and set up at start-up):
 
+0. a request asked before whose answer the edge remembers, and all it stood on stands, is
+   answered as remembered: journaled and counted like any other, its bytes sent again
+   (:mod:`mockserver.edge.repeats`); the answer of one it may remember is kept as it leaves;
 1. the request's id starts hashing (:mod:`mockserver.http.request_id`);
 2. its profile prefix is read (``/fireworks/v1/…`` → ``/v1/…`` as Fireworks; Azure's paths);
 3. ``GET /metrics`` is answered; every other request is counted in the metrics;
@@ -23,6 +26,7 @@ as the request's profile words errors.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from starlette._utils import is_async_callable
@@ -37,16 +41,16 @@ from mockserver.edge.injection import Injection
 from mockserver.edge.repeats import LARGEST, Key, Repeats, Reply
 from mockserver.errors import APIError
 from mockserver.http.auth import bearer_problem, recording_problem
-from mockserver.http.body import replaying
+from mockserver.http.body import read_body, replaying
 from mockserver.http.gone import ClientGone
-from mockserver.http.limits import parse_body, take_raw
+from mockserver.http.limits import framing, take_body
 from mockserver.http.metrics import METHODS, OTHER, Endpoints, Metrics, measured, measuring
 from mockserver.http.prefix import Prefixes, provider_path
 from mockserver.http.request_id import Hash, begin, hashing
 from mockserver.profiles import Profile
 from mockserver.spine.repeat import Promise
 from mockserver.state.base import StateUnavailable
-from mockserver.wire.scope import BATCH_KEY, BODY_KEY, DEPLOYMENT, PROFILE_KEY, REPEAT_KEY, SYNCED_KEY
+from mockserver.wire.scope import BATCH_KEY, DEPLOYMENT, PROFILE_KEY, REPEAT_KEY, SYNCED_KEY
 
 __all__ = ["Edge"]
 
@@ -56,12 +60,6 @@ Handler = Callable[[Request, Exception], Awaitable[Response]]
 
 
 ADMIN = "/__mockserver/"
-
-
-def _repeatable(scope: Scope, raw: bytes) -> bool:
-    """May this request's answer be remembered (see :mod:`mockserver.edge.repeats`)? A provider's
-    POST of a small body, not a batch's line."""
-    return len(raw) <= LARGEST and scope["method"] == "POST" and BATCH_KEY not in scope and provider_path(scope["path"])
 
 
 def _direct(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoint]:
@@ -114,11 +112,25 @@ class Edge:
         # would not wait). A recording backend makes no promise, so what it records is not kept.
         steady = not ctx.state.shared and ctx.engine.timeline.idle
         self.repeats = Repeats(ctx) if steady else None
+        self.remembered = min(LARGEST, ctx.limits.body_bytes)  # the largest body answered as remembered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        key: Key | None = None
+        repeats = self.repeats
+        if repeats is not None and scope["method"] == "POST" and BATCH_KEY not in scope and repeats.open():
+            length, chunked = framing(scope["headers"])
+            if not chunked and length and length <= self.remembered:
+                raw = await read_body(receive)  # bounded by its length, under every limit
+                if raw is not None:  # (else the long way finds the client gone)
+                    key = repeats.key(scope, raw)
+                    reply = repeats.get(key)
+                    if reply is not None and self._may_repeat(scope):
+                        await self._again(reply, raw, send)  # asked before, and all it stood on stands
+                        return
+                    receive = replaying(raw, receive)
         running = begin(scope)  # in the scope as sent: the error layer outside reads it there
         routed = self.prefixes.route(scope)
         scope = routed.scope
@@ -137,7 +149,7 @@ class Edge:
         token = measuring(endpoint, profile)
         deployment = DEPLOYMENT.set(routed.deployment) if routed.deployment is not None else None
         try:
-            await self._serve(scope, receive, exchange, running)
+            await self._serve(scope, receive, exchange, running, key)
         except Exception as exc:
             if not exchange.status:
                 exchange.status = 500
@@ -161,20 +173,10 @@ class Edge:
         response = await self.unexpected(Request(scope, receive), exc)
         await response(scope, receive, send)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Exchange, running: Hash) -> None:
-        limits, repeats = self.ctx.limits, self.repeats
-        key: Key | None = None
+    async def _serve(self, scope: Scope, receive: Receive, send: Exchange, running: Hash, key: Key | None) -> None:
+        limits = self.ctx.limits
         try:
-            raw = await take_raw(scope, hashing(running, receive), limits)
-            if raw is not None:
-                if repeats is not None and _repeatable(scope, raw) and repeats.open():
-                    key = repeats.key(scope, raw)
-                    reply = repeats.get(key)
-                    if reply is not None and self._may_repeat(scope, receive, send):
-                        scope[BODY_KEY] = (raw, reply.parsed)  # asked before, and all it stood on stands
-                        await self._repeat(reply, scope, replaying(raw, receive), send)
-                        return
-                await parse_body(scope, raw, limits)
+            raw = await take_body(scope, hashing(running, receive), limits)
         except APIError as exc:  # too large, too deep, a number JSON cannot carry
             await self.answer(exc, scope)(scope, receive, send)
             return
@@ -182,38 +184,47 @@ class Edge:
             return
         if raw is not None:
             receive = replaying(raw, receive)
-        if key is not None:
-            assert repeats is not None
-            promise = scope[REPEAT_KEY] = Promise()
-            copy = send.copy = Copy()
-            await self._provider_path(scope, receive, send)
-            parsed = scope.get(BODY_KEY)
-            if promise.kept and parsed is not None:
-                repeats.keep(key, promise, copy, send, parsed[1])
-            return
         if not provider_path(scope["path"]):
-            if repeats is not None and scope["method"] not in ("GET", "HEAD") and scope["path"].startswith(ADMIN):
-                repeats.moved()  # an admin write: whatever it changed, no answer kept holds
+            if self.repeats is not None and scope["method"] not in ("GET", "HEAD") and scope["path"].startswith(ADMIN):
+                self.repeats.moved()  # an admin write: whatever it changed, no answer kept holds
             await self._route(scope, receive, send)
             return
+        if key is None or self.repeats is None:
+            await self._provider_path(scope, receive, send)
+            return
+        # A request the edge may remember the answer of: the handler says whether it may.
+        promise = scope[REPEAT_KEY] = Promise()
+        copy = send.copy = Copy()
         await self._provider_path(scope, receive, send)
+        if promise.kept:
+            self.repeats.keep(key, promise, copy, send)
 
-    def _may_repeat(self, scope: Scope, receive: Receive, send: Exchange) -> bool:
+    def _may_repeat(self, scope: Scope) -> bool:
         """Would the recording headers' rule let this request through (it reads the client's
         address, which the remembered request's key does not hold)? If not, it is answered
         the long way, which refuses it."""
         return not self.recording or recording_problem(self.ctx.admin, scope) is None
 
-    async def _repeat(self, reply: Reply, scope: Scope, receive: Receive, send: Exchange) -> None:
-        """A request answered as remembered: journaled by the injector, its bytes sent again."""
-
-        async def again(scope: Scope, receive: Receive, send: Exchange) -> None:
-            await reply.send(self.ctx, scope, send)
-
-        if self.injection is not None:
-            await self.injection(scope, receive, send, again)
-        else:
-            await again(scope, receive, send)
+    async def _again(self, reply: Reply, raw: bytes, send: Send) -> None:
+        """A request answered as remembered: journaled and counted as the long way would, and
+        its bytes sent again (see :mod:`mockserver.edge.repeats`)."""
+        exchange = Exchange(send, None)  # the headers carry their request id
+        exchange.measure(self.metrics, reply.endpoint, reply.method, reply.profile)
+        injection = self.injection
+        entry = None
+        if injection is not None:
+            entry = exchange.entry = injection.open("POST", reply.path, raw, None, reply.session, reply.retry_attempt)
+        token = measuring(reply.endpoint, reply.profile) if reply.promise.usage else None
+        started = time.perf_counter()
+        try:
+            await reply.send(self.ctx, exchange)
+        finally:
+            if token is not None:
+                measured(token)
+            if injection is not None and entry is not None:
+                entry.faults = []
+                await injection.close(entry, started, reply.seen.stream)
+            exchange.count()
 
     async def _provider_path(self, scope: Scope, receive: Receive, send: Exchange) -> None:
         """A provider request (``/v1/…``) with its body read: the recording rule, the faults,

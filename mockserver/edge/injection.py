@@ -93,16 +93,8 @@ class Injection:
             except StateUnavailable as exc:
                 await _answer(send, exc, self._style(scope))
                 return
-        entry = chaos.journal.open(
-            time=time.time(),
-            method=scope["method"],
-            path=scope["path"],
-            session=session,
-            retry_attempt=retry_attempt,
-            body=body if len(raw) > BODY_KEPT else UNREAD,  # a small one is read when the entry is
-            raw=raw,
-            entry_id=entry_id,
-            batch=scope.get(BATCH_KEY),  # a batch line, sent in process (mockserver.batches)
+        entry = self.open(
+            scope["method"], scope["path"], raw, body, session, retry_attempt, entry_id, scope.get(BATCH_KEY)
         )
         applied = send.applied
         scope[BODY_KEY] = (raw, body)
@@ -150,11 +142,41 @@ class Injection:
         finally:
             if not send.pushed:
                 entry.faults = [f.render() for f in applied]
-                self._close(entry, started, stream)
-                if chaos.journal.shared:
-                    await self._push(entry)
-                else:
-                    chaos.journal.settle(entry)  # its kept answer counts in the memory budget
+                await self.close(entry, started, stream)
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        raw: bytes,
+        body: Any,
+        session: str | None,
+        retry_attempt: int,
+        entry_id: int = 0,
+        batch: dict[str, Any] | None = None,
+    ) -> Entry:
+        """The request's journal entry, as it arrives (``batch``: a batch's line, sent in process
+        by mockserver.batches)."""
+        return self.ctx.chaos.journal.open(
+            time=time.time(),
+            method=method,
+            path=path,
+            session=session,
+            retry_attempt=retry_attempt,
+            body=body if len(raw) > BODY_KEPT else UNREAD,  # a small one is read when the entry is
+            raw=raw,
+            entry_id=entry_id,
+            batch=batch,
+        )
+
+    async def close(self, entry: Entry, started: float, stream: bool) -> None:
+        """The request is over (its faults noted): its entry's duration and ending, kept."""
+        self._close(entry, started, stream)
+        journal = self.ctx.chaos.journal
+        if journal.shared:
+            await self._push(entry)
+        else:
+            journal.settle(entry)  # its kept answer counts in the memory budget
 
     def _style(self, scope: Scope) -> ErrorStyle:
         return self.ctx.profile_of(scope).error_style

@@ -31,12 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.types import Scope
+from starlette.types import Message, Scope
 
 from mockserver.context import ServerContext
-from mockserver.edge.exchange import Copy, Exchange
+from mockserver.edge.exchange import Copy, Exchange, Seen
 from mockserver.spine.repeat import Promise
-from mockserver.wire.scope import TALLY_KEY
 
 __all__ = ["KEPT", "LARGEST", "Repeats", "Reply"]
 
@@ -48,35 +47,45 @@ Key = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A remembered answer and what it stood on (see the module docstring)."""
+    """A remembered answer, what it stood on (see the module docstring), and what the edge
+    learnt of its request the first time (all of it follows from the key)."""
 
     generation: int
     versions: tuple[int, ...]
     created: int | None  # None: the same in any second
     status: int
     headers: list[tuple[bytes, bytes]]
-    bodies: tuple[tuple[bytes, bool], ...]
-    parsed: Any  # the request's body as the edge parsed it (the injector and the journal read it)
-    origin: str | None  # the rule or recording that answered (the journal names it)
-    events: int  # a stream's events (the journal counts them)
+    seen: Seen  # what the edge read in the headers
+    start: Message  # the messages as sent (nothing downstream changes them)
+    bodies: tuple[tuple[bytes, bool, Message], ...]  # (body, last, its message)
+    path: str  # as routed (its profile prefix read)
+    endpoint: str  # the metrics' labels
+    method: str
+    profile: str
+    session: str | None  # the journal's
+    retry_attempt: int
+    origin: str | None  # the rule or recording that answered
+    events: int  # a stream's events
     promise: Promise
 
-    async def send(self, ctx: ServerContext, scope: Scope, send: Exchange) -> None:
-        """Answer again: what the backend counts per call, the metrics' token counts, the
-        journal's origin, then the bytes."""
+    async def send(self, ctx: ServerContext, send: Exchange) -> None:
+        """Answer again through ``send``: what the backend counts per call, the metrics' token
+        counts, the journal's origin, then the bytes."""
         for again in self.promise.again:
             await again()
         count = ctx.engine.on_usage
         if count is not None:
             for usage in self.promise.usage:
                 count(usage)
-        entry = scope.get(TALLY_KEY)
+        entry = send.entry
         if entry is not None:
             entry.origin = self.origin
             entry.events = self.events
-        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
-        for body, more in self.bodies:
-            await send({"type": "http.response.body", "body": body, "more_body": more})
+        send.began(self.status, self.headers, self.seen)
+        await send.out(self.start)
+        for body, last, message in self.bodies:
+            await send.passing(body, last)
+            await send.out(message)
 
 
 class Repeats:
@@ -112,7 +121,7 @@ class Repeats:
             return None
         return reply
 
-    def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange, parsed: Any) -> None:
+    def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange) -> None:
         """Remember an answer just sent, if it may be: the handler vouched for it, it was a
         whole 200 and nothing changed while it was made."""
         entry = send.entry
@@ -130,14 +139,25 @@ class Repeats:
         kept.pop(key, None)
         if len(kept) >= self.size:
             del kept[next(iter(kept))]  # the oldest
+        bodies = tuple(
+            (body, not more, {"type": "http.response.body", "body": body, "more_body": more})
+            for body, more in copy.bodies
+        )
         kept[key] = Reply(
             self.generation,
             promise.versions,
             promise.created,
             copy.status,
             copy.headers,
-            tuple(copy.bodies),
-            parsed,
+            Seen.of(copy.headers),
+            {"type": "http.response.start", "status": copy.status, "headers": copy.headers},
+            bodies,
+            entry.path if entry is not None else "",
+            send.endpoint,
+            send.method,
+            send.profile,
+            entry.session if entry is not None else None,
+            entry.retry_attempt if entry is not None else 0,
             entry.origin if entry is not None else None,
             entry.events if entry is not None else 0,
             promise,

@@ -32,7 +32,7 @@ from mockserver.http.gone import ClientGone
 from mockserver.wire.json import NotJson, loads
 from mockserver.wire.scope import BODY_KEY
 
-__all__ = ["Limits", "TooDeep", "parse_body", "take_body", "take_raw", "too_deep"]
+__all__ = ["Limits", "TooDeep", "framing", "take_body", "too_deep"]
 
 LARGE = 64 * 1024  # bytes: a body this big is scanned for depth off the event loop
 
@@ -92,7 +92,7 @@ def too_deep(raw: bytes, limit: int) -> bool:
     return False
 
 
-def _framing(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
+def framing(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
     """The declared ``content-length`` (None: none, or not a number) and whether the body is
     chunked."""
     length: int | None = None
@@ -119,15 +119,7 @@ async def take_body(scope: Scope, receive: Receive, limits: Limits) -> bytes | N
     body (nothing was read). Raises :class:`~mockserver.errors.RequestTooLarge` (413) or
     :class:`~mockserver.errors.InvalidRequest` (400) for a body the limits refuse, and
     :class:`~mockserver.http.gone.ClientGone` when the client left while sending it."""
-    raw = await take_raw(scope, receive, limits)
-    if raw is not None:
-        await parse_body(scope, raw, limits)
-    return raw
-
-
-async def take_raw(scope: Scope, receive: Receive, limits: Limits) -> bytes | None:
-    """:func:`take_body`'s first half: the body's bytes, read against the size limit, not parsed."""
-    length, chunked = _framing(scope["headers"])
+    length, chunked = framing(scope["headers"])
     if not chunked and not length:  # no body: nothing to hold
         return None
     limit = limits.body_bytes
@@ -136,13 +128,9 @@ async def take_raw(scope: Scope, receive: Receive, limits: Limits) -> bytes | No
     raw = await read_body(receive, limit)
     if raw is None:  # the client left while sending it: nobody to answer
         raise ClientGone()
-    return raw
-
-
-async def parse_body(scope: Scope, raw: bytes, limits: Limits) -> None:
-    """:func:`take_body`'s second half: a JSON body parsed into the scope (400 for one the limits refuse)."""
     if _json_text(raw):
         scope[BODY_KEY] = (raw, await _parsed(raw, limits.json_depth))
+    return raw
 
 
 async def _parsed(raw: bytes, depth: int) -> Any:
