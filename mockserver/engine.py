@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from mockserver.faults import content
 from mockserver.faults.catalogue import Fault
 from mockserver.faults.latency import Timeline, paced
-from mockserver.spine.backend import Ask, Chain, Played, aclose
+from mockserver.spine.backend import Answering, Ask, Chain, Played, Unbuilt, aclose
 from mockserver.spine.events import Answered, Event, Usage
 from mockserver.spine.request import GenerationRequest
 from mockserver.spine.result import Result
@@ -52,11 +52,20 @@ class Engine:
         self, ask: Ask | GenerationRequest, faults: Sequence[Fault] = ()
     ) -> tuple[str, Event | None, AsyncIterator[Event]]:
         """Who answers, the answer's first event (None: it is empty) and the rest, under the
-        wrappers. Errors about the request raise here, before any byte is sent: the chain has
-        found its backend and that backend's first event is computed (a paced one waited for)."""
-        if isinstance(ask, GenerationRequest):
-            ask = Ask.of(ask)
-        name, first, stream = await self.chain.start(ask)
+        wrappers, for an ask whose request is built. Errors about the request raise here,
+        before any byte is sent: the chain has found its backend and that backend's first
+        event is computed (a paced one waited for)."""
+        opened = await self.start(Ask.of(ask) if isinstance(ask, GenerationRequest) else ask, faults)
+        assert not isinstance(opened, Unbuilt), "open() takes an ask whose request is built: start() the others"
+        return opened
+
+    async def start(self, ask: Ask, faults: Sequence[Fault] = (), at: int = 0) -> Answering | Unbuilt:
+        """:meth:`open` for an ask whose request may not be built yet: where the chain needs it
+        (:class:`~mockserver.spine.backend.Unbuilt`), its caller builds it and starts again there."""
+        started = await self.chain.start(ask, at)
+        if isinstance(started, Unbuilt):
+            return started
+        name, first, stream = started
         timeline = self.timeline_of(faults)
         if faults or not timeline.idle:
             stream = content.apply(_prepend(first, stream) if first is not None else stream, faults, ask.built)

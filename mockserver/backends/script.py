@@ -76,7 +76,7 @@ class ScriptBackend(BackendBase):
             raise Declined()
         if self.script.counts(ask.source.session):
             ask.steady = False
-        request = await ask.request()
+        request = ask.request
         chosen = await self.script.choose(request, request.surface, request.session)
         if chosen is None:
             raise Declined()

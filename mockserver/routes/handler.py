@@ -38,7 +38,7 @@ from mockserver.routes import chat_store, params
 from mockserver.routes.codec import Call, Chunk, ChunkFrame, Codec
 from mockserver.schemas.common import GenerationFields, StreamOptions, validated
 from mockserver.spine import seeding
-from mockserver.spine.backend import Ask, Played, aclose
+from mockserver.spine.backend import Answering, Ask, Played, Unbuilt, aclose
 from mockserver.spine.events import Event, Finished, RecordedEnd, RecordedFrame, RecordedHead, Usage
 from mockserver.spine.repeat import Promise
 from mockserver.spine.request import Endpoint, GenerationRequest, Origin, Source, Surface
@@ -145,28 +145,26 @@ async def handle(request: Request, family: Family) -> Response:
     stream_options = data.get("stream_options")
     include_usage = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
     source = source_of(scope, raw, codec.surface, data.get("stream") is True, include_usage)
-    read: list[Prepared] = []
-
-    async def build() -> GenerationRequest:
-        prepared = await _read(request, ctx, family, data, source, plan)
-        read.append(prepared)
-        return prepared.call.gen
-
-    ask = Ask(source, build)
+    ask = Ask(source)
+    prepared: Prepared | None = None
     eager = family.eager is not None and family.eager(data)
     if eager:
-        await ask.request()
+        prepared = await _read(request, ctx, family, data, source, plan)
+        ask.built = prepared.call.gen
     try:
         # Opening waits for the first event: a queue or TTFT delay, a model's prefill. A client
         # that leaves meanwhile is noticed there and nothing more is made for it (an answer made
         # at once runs straight through: no listener).
-        by, first, stream = await unless_gone(request.receive, ctx.engine.open(ask, plan))
+        prepared, (by, first, stream) = await unless_gone(
+            request.receive, _opened(request, ctx, family, data, plan, ask, prepared)
+        )
     except ClientGone:
         return abandoned(scope)
     except APIError as exc:
         if not eager:
             raise
-        return await family.deliver(read[0], Opened("reference", failure=exc))
+        assert prepared is not None  # read before the chain was asked
+        return await family.deliver(prepared, Opened("reference", failure=exc))
     if ask.origin is not None:
         _journal_origin(scope, ask.origin)
     if ask.versions is not None:
@@ -176,9 +174,29 @@ async def handle(request: Request, family: Family) -> Response:
     if isinstance(first, RecordedHead):
         style = ctx.profile_of(scope).error_style
         return await recorded_response(scope, by, first, stream, plan, style, codec.surface == "responses")
-    if not read:  # answered by a backend that needed no request (with nothing): read it now
-        await ask.request()
-    return await family.deliver(read[0], Opened(by, first, stream))
+    if prepared is None:  # answered by a backend that needed no request (with nothing): read it now
+        prepared = await _read(request, ctx, family, data, ask.source, plan)
+    return await family.deliver(prepared, Opened(by, first, stream))
+
+
+async def _opened(
+    request: Request,
+    ctx: ServerContext,
+    family: Family,
+    data: Json,
+    plan: tuple[Fault, ...],
+    ask: Ask,
+    prepared: Prepared | None,
+) -> tuple[Prepared | None, Answering]:
+    """The chain started on ``ask``; where it stops for the built request, the body is read
+    (its 400s raise here) and the chain goes on from there. What was read comes back too."""
+    at = 0
+    while True:
+        started = await ctx.engine.start(ask, plan, at)
+        if not isinstance(started, Unbuilt):
+            return prepared, started
+        prepared = await _read(request, ctx, family, data, ask.source, plan)
+        ask.built, at = prepared.call.gen, started.at
 
 
 @dataclass(slots=True)
@@ -604,7 +622,7 @@ def replayable(endpoint: Handler) -> Handler:
         options = fields.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         source = source_of(scope, raw, "chat", fields.get("stream") is True, include_usage)
-        ask = Ask(source, _unbuilt)
+        ask = Ask(source)
         found = await ctx.chain.recorded(ask)
         if found is None:
             return await endpoint(request)
@@ -615,8 +633,3 @@ def replayable(endpoint: Handler) -> Handler:
         return await recorded_response(scope, name, head, events, planned(scope), style, False, paced=False)
 
     return recorded_first
-
-
-async def _unbuilt() -> GenerationRequest:
-    """An endpoint that generates nothing has no generation request: only recordings are asked."""
-    raise AssertionError("a recording answers by the request as sent")

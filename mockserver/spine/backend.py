@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mockserver.errors import APIError, NotFound
@@ -20,6 +21,7 @@ from mockserver.spine.events import Answered, Event, RecordedHead, Usage
 from mockserver.spine.request import GenerationRequest, Source
 
 __all__ = [
+    "Answering",
     "Ask",
     "Backend",
     "BackendBase",
@@ -30,6 +32,7 @@ __all__ = [
     "ModelLink",
     "Played",
     "Role",
+    "Unbuilt",
     "aclose",
 ]
 
@@ -121,7 +124,7 @@ class ModelLink(BackendBase):
         self.model = model
 
     async def answer(self, ask: Ask) -> AsyncIterator[Event]:
-        stream = self.model.generate(await ask.request())
+        stream = self.model.generate(ask.request)
         try:
             async for event in stream:
                 yield event
@@ -214,7 +217,7 @@ class Played:
             await aclose(self._stream)
 
 
-Opened = tuple[str, Event | None, AsyncIterator[Event]]
+Answering = tuple[str, Event | None, AsyncIterator[Event]]  # who answers, its first event (None: none), the rest
 
 
 class Chain:
@@ -238,31 +241,35 @@ class Chain:
         """The backend of that name in this chain, if it is one."""
         return next((backend for link, backend in self.links if link == name), None)
 
-    async def start(self, ask: Ask) -> Opened:
+    async def start(self, ask: Ask, at: int = 0) -> Answering | Unbuilt:
         """The backend that answers, its first event (None: it answered with nothing), and the
         rest of its stream — handed on as it is, with no layer of the chain's own around it.
 
         A backend that answers by the request as sent (a recording: replay, record) reads the
         source alone; one that has nothing to answer with (scripted answers with no rule) is
-        passed by. The request is built only for a backend that needs it, so a replay costs no
-        decoding, and a provider request our schemas would refuse still replays.
+        passed by. Before a backend that reads the built request, an ask without one stops
+        the walk there (:class:`Unbuilt`): its caller builds it and starts again at that link.
+        So a replay costs no decoding, and a provider request our schemas would refuse still
+        replays.
         """
-        refused: APIError | None = None
-        for at, (name, backend) in enumerate(self.links):
+        for index in range(at, len(self.links)):
+            name, backend = self.links[index]
             if backend.idle:
                 continue
+            if ask.built is None and backend.role != "recording":
+                return Unbuilt(index)
             stream = backend.answer(ask)
             try:
                 first = await anext(stream)
             except Declined as declined:
-                refused = refused or declined.error
+                ask.refused = ask.refused or declined.error
                 continue
             except StopAsyncIteration:
                 first = None
             if ask.steady:
-                ask.versions = self.versions(at + 1)
+                ask.versions = self.versions(index + 1)
             return name, first, stream
-        raise refused or NotFound(
+        raise ask.refused or NotFound(
             f"No backend of the chain ({', '.join(self.names)}) answers this request.{self.missing}",
             code="no_answer",
             headers={"x-should-retry": "false"},
@@ -307,7 +314,9 @@ class Chain:
         return None
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[Event]:
-        name, first, stream = await self.start(Ask.of(request))
+        started = await self.start(Ask.of(request))
+        assert not isinstance(started, Unbuilt), "an ask of a built request never stops for it"
+        name, first, stream = started
         try:
             yield Answered(name)
             if first is not None:
@@ -323,18 +332,28 @@ class Chain:
             await backend.aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class Unbuilt:
+    """The chain stopped before link ``at``, a backend that reads the built request, which the
+    ask has not: its caller builds it (:attr:`Ask.built`) and starts the chain again there."""
+
+    at: int
+
+
 class Ask:
     """A request as the chain sees it: where it came from, at once; the
-    :class:`GenerationRequest`, when a backend first needs it (built once — building reads the
-    body against the schema and raises the request's 400s)."""
+    :class:`GenerationRequest`, once its caller has built it (building reads the body against
+    the schema and raises the request's 400s: done only when a backend needs it, see
+    :meth:`Chain.start`)."""
 
-    def __init__(self, source: Source, build: Callable[[], Awaitable[GenerationRequest]]) -> None:
+    def __init__(self, source: Source, built: GenerationRequest | None = None) -> None:
         self.source = source
-        self._build = build
-        self.built: GenerationRequest | None = None
+        self.built = built
         # What answered within the backend, for a person reading the journal: the scripted rule
         # ("rule 3 (rules.yaml)"), the cassette and its recording ("chat.yaml #2"); None: the model.
         self.origin: str | None = None
+        # The first refusal that carries an error, raised if no later backend answers.
+        self.refused: APIError | None = None
         # Whether the same ask would get the same answer while the backends' versions stand:
         # a backend clears it when its choice read or moved a count (a rule's nth or times, a
         # sequence's step, a cassette's place before its last recording).
@@ -350,14 +369,10 @@ class Ask:
     def of(cls, request: GenerationRequest, source: Source | None = None) -> Ask:
         """An ask whose request is built already (``source``: where it came from, when known)."""
 
-        async def given() -> GenerationRequest:
-            return request
+        return cls(source or Source(surface=request.surface, session=request.session), request)
 
-        ask = cls(source or Source(surface=request.surface, session=request.session), given)
-        ask.built = request
-        return ask
-
-    async def request(self) -> GenerationRequest:
-        if self.built is None:
-            self.built = await self._build()
+    @property
+    def request(self) -> GenerationRequest:
+        """The built request (a backend that reads it is asked only once it is built)."""
+        assert self.built is not None, "the chain asks a backend that reads the request only once it is built"
         return self.built

@@ -17,7 +17,7 @@ from mockserver.errors import APIError, InvalidRequest, NotFound
 from mockserver.faults.catalogue import parse
 from mockserver.faults.content import REFUSAL
 from mockserver.faults.latency import Timeline, paced
-from mockserver.spine.backend import Ask, BackendBase, Chain, Declined, Role
+from mockserver.spine.backend import Answering, Ask, BackendBase, Chain, Declined, Role, Unbuilt
 from mockserver.spine.events import (
     Answered,
     Event,
@@ -66,7 +66,7 @@ class Says(BackendBase):
         self.closed = False
 
     async def answer(self, ask: Ask) -> AsyncIterator[Event]:
-        request = await ask.request()
+        request = ask.request
         self.asked.append(request)
         try:
             for event in self.events:
@@ -85,7 +85,7 @@ class Declines(BackendBase):
         self.asked: list[GenerationRequest] = []
 
     async def answer(self, ask: Ask) -> AsyncIterator[Event]:
-        self.asked.append(await ask.request())
+        self.asked.append(ask.request)
         raise Declined(self.error)
         yield  # an async generator, as backends are
 
@@ -124,16 +124,21 @@ class Recorder(BackendBase):
 
 
 class Counted:
-    """An :class:`Ask` whose build is counted."""
+    """An :class:`Ask` its caller builds (counted) where the chain stops for it, as the handler does."""
 
     def __init__(self, request: GenerationRequest = REQUEST) -> None:
         self.builds = 0
+        self.request = request
+        self.ask = Ask(SOURCE)
 
-        async def build() -> GenerationRequest:
+    async def start(self, chain: Chain) -> Answering:
+        at = 0
+        while True:
+            started = await chain.start(self.ask, at)
+            if not isinstance(started, Unbuilt):
+                return started
             self.builds += 1
-            return request
-
-        self.ask = Ask(SOURCE, build)
+            self.ask.built, at = self.request, started.at
 
 
 async def _rest(stream: AsyncIterator[Event]) -> list[Event]:
@@ -150,7 +155,7 @@ def _chain(*links: tuple[str, Any]) -> Chain:
 async def test_the_first_backend_that_does_not_decline_answers() -> None:
     first, second, third = Declines(), Says(), Says((TextDelta(0, "never"),))
     counted = Counted()
-    name, event, stream = await _chain(("a", first), ("b", second), ("c", third)).start(counted.ask)
+    name, event, stream = await counted.start(_chain(("a", first), ("b", second), ("c", third)))
     assert (name, event) == ("b", SAID[0])
     assert await _rest(stream) == list(SAID[1:])
     assert first.asked == [REQUEST] and second.asked == [REQUEST] and third.asked == []
@@ -164,7 +169,7 @@ async def test_generate_opens_with_who_answered() -> None:
 
 async def test_an_empty_answer_is_an_answer() -> None:
     chain = _chain(("empty", Says(())), ("later", Says()))
-    name, event, stream = await chain.start(Counted().ask)
+    name, event, stream = await Counted().start(chain)
     assert (name, event) == ("empty", None)
     assert await _rest(stream) == []
     assert [event async for event in chain.generate(REQUEST)] == [Answered("empty")]
@@ -175,14 +180,14 @@ async def test_when_all_decline_the_first_refusal_with_an_error_is_raised() -> N
     later = InvalidRequest("a later refusal")
     chain = _chain(("script", Declines()), ("replay", Recorder(declines=miss)), ("other", Declines(later)))
     with pytest.raises(NotFound) as raised:
-        await chain.start(Counted().ask)
+        await Counted().start(chain)
     assert raised.value is miss
 
 
 async def test_when_all_decline_without_an_error_the_answer_is_404_no_answer() -> None:
     chain = _chain(("script", Declines()), ("replay", Recorder(declines=None)))
     with pytest.raises(NotFound) as raised:
-        await chain.start(Counted().ask)
+        await Counted().start(chain)
     error = raised.value
     assert (error.status, error.code) == (404, "no_answer")
     assert error.message == "No backend of the chain (script, replay) answers this request."
@@ -192,7 +197,7 @@ async def test_when_all_decline_without_an_error_the_answer_is_404_no_answer() -
 async def test_an_idle_backend_is_passed_by_without_building_the_request() -> None:
     recorder = Recorder()
     counted = Counted()
-    name, event, stream = await _chain(("script", Idle()), ("replay", recorder)).start(counted.ask)
+    name, event, stream = await counted.start(_chain(("script", Idle()), ("replay", recorder)))
     assert (name, event) == ("replay", RECORDED[0])
     assert await _rest(stream) == list(RECORDED[1:])
     assert counted.builds == 0
@@ -202,7 +207,7 @@ async def test_an_idle_backend_is_passed_by_without_building_the_request() -> No
 async def test_a_chain_of_idle_backends_answers_no_answer_without_building() -> None:
     counted = Counted()
     with pytest.raises(NotFound) as raised:
-        await _chain(("script", Idle())).start(counted.ask)
+        await counted.start(_chain(("script", Idle())))
     assert raised.value.code == "no_answer"
     assert counted.builds == 0
 
@@ -210,7 +215,7 @@ async def test_a_chain_of_idle_backends_answers_no_answer_without_building() -> 
 async def test_a_recorder_answers_without_the_request_being_built() -> None:
     recorder, model = Recorder(), Says()
     counted = Counted()
-    name, _, _ = await _chain(("replay", recorder), ("reference", model)).start(counted.ask)
+    name, _, _ = await counted.start(_chain(("replay", recorder), ("reference", model)))
     assert name == "replay"
     assert counted.builds == 0 and counted.ask.built is None
     assert model.asked == []
@@ -220,7 +225,7 @@ async def test_a_declining_recorder_then_a_backend_that_needs_the_request_builds
     counted = Counted()
     model = Says()
     chain = _chain(("replay", Recorder(declines=True)), ("reference", model))
-    name, _, _ = await chain.start(counted.ask)
+    name, _, _ = await counted.start(chain)
     assert name == "reference"
     assert counted.builds == 1 and model.asked == [REQUEST]
 
@@ -228,7 +233,7 @@ async def test_a_declining_recorder_then_a_backend_that_needs_the_request_builds
 async def test_the_request_is_built_at_most_once_for_two_backends_that_need_it() -> None:
     counted = Counted()
     first, second = Declines(), Says()
-    name, _, _ = await _chain(("script", first), ("reference", second)).start(counted.ask)
+    name, _, _ = await counted.start(_chain(("script", first), ("reference", second)))
     assert name == "reference"
     assert counted.builds == 1
     assert first.asked[0] is second.asked[0] is REQUEST
@@ -237,7 +242,7 @@ async def test_the_request_is_built_at_most_once_for_two_backends_that_need_it()
 async def test_an_ask_of_a_built_request_never_builds() -> None:
     ask = Ask.of(REQUEST, SOURCE)
     assert ask.built is REQUEST and ask.source is SOURCE
-    assert await ask.request() is REQUEST
+    assert ask.request is REQUEST
 
 
 async def test_closing_the_chains_answer_closes_the_backends_stream() -> None:
@@ -263,7 +268,7 @@ def test_a_chain_has_names_and_needs_a_backend() -> None:
 
 async def test_the_engine_opens_with_answered_and_folds_who_answered() -> None:
     engine = Engine(_chain(("script", Idle()), ("reference", Says())))
-    events = await engine.events(Counted().ask)
+    events = await engine.events(Ask.of(REQUEST, SOURCE))
     assert [event async for event in events] == [Answered("reference"), *SAID]
     result = await engine.complete(REQUEST)
     assert result.answered_by == "reference"
