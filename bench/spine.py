@@ -7,12 +7,15 @@ Servers, each its own process, started the way users start them:
   answer a small fixed object. The fastest a Starlette handler answers here.
 * **scripted** — ``mockserver serve`` with one scripted rule (``{"text": …}`` of 24 tokens,
   no ``match``) added over the admin API: every chat request gets that answer. Measured
-  *plain* and *stream* with one body sent again and again (what a server remembers of a body
-  it has read — its validation, its played events, its encoded answer within the second — is
-  reused, as it is for a test suite asking the same thing again), and *varied*: every body its
-  own (a number after the prompt), so nothing remembered is reused.
+  *plain* and *stream* with one body sent again and again — answered as remembered after the
+  first (``mockserver/edge/repeats.py``: the edge keeps the bytes of an answer made at once
+  from a rule that reads no count, and sends them again to the identical request within its
+  second, journaled and counted), as a test suite asking the same thing again is — and
+  *varied*: every body its own (a number after the prompt), so nothing remembered is reused
+  and every request takes the long way (read, validated, asked of the chain, encoded).
 * **replay** — ``mockserver serve --cassettes DIR`` over a cassette recorded in this run by a
-  recording mockserver proxying a reference one.
+  recording mockserver proxying a reference one (its one recording of the body, answered as
+  remembered after the first, as above).
 * **reference** — ``mockserver serve``: the model samples a 16-token answer.
 * **baseline-…** — with ``--baseline REV``, the same scripted and reference servers from a git
   worktree of that revision, side by side in the same run (the figures the issue compares).

@@ -21,7 +21,8 @@ A repeat is still a request like any other to everything that watches: the injec
 it (the rule or recording that answered is named, as the first time), the metrics count it and
 its tokens, and what its backend counts per call (a cassette's place) is counted. Only the
 work of making the same bytes again is skipped. The store is bounded (:data:`KEPT` answers of
-requests up to :data:`~mockserver.routes.handler.MEMO_BYTES`, oldest out first) and used on
+requests up to :data:`LARGEST` bytes, :data:`BUDGET` bytes of answers in all, none over
+:data:`BIGGEST`, oldest out first) and used on
 the event loop only; a shared state (another process may change what answers) or a server with
 latency keeps nothing, and a recording backend promises nothing.
 """
@@ -35,12 +36,15 @@ from starlette.types import Message, Scope
 
 from mockserver.context import ServerContext
 from mockserver.edge.exchange import Copy, Exchange, Seen
+from mockserver.faults.journal import BODY_KEPT
 from mockserver.spine.repeat import Promise
 
 __all__ = ["KEPT", "LARGEST", "Repeats", "Reply"]
 
 KEPT = 512  # answers remembered at most
-LARGEST = 16 * 1024  # bytes: a bigger body is not remembered (it is seldom sent twice)
+LARGEST = BODY_KEPT  # bytes of a request body whose answer is remembered (the journal keeps its bytes as they are)
+BUDGET = 16 * 1024 * 1024  # bytes of remembered answers in all, the oldest out first past it
+BIGGEST = 1024 * 1024  # bytes: a bigger answer is not remembered
 
 Key = tuple[Any, ...]
 
@@ -67,6 +71,7 @@ class Reply:
     origin: str | None  # the rule or recording that answered
     events: int  # a stream's events
     promise: Promise
+    size: int  # its body's bytes (the store's budget)
 
     async def send(self, ctx: ServerContext, send: Exchange) -> None:
         """Answer again through ``send``: what the backend counts per call, the metrics' token
@@ -96,6 +101,7 @@ class Repeats:
         self.size = size
         self.generation = 0  # moved by every admin write: whatever it changed, nothing kept holds
         self._kept: dict[Key, Reply] = {}
+        self._bytes = 0  # the kept answers' body bytes
 
     def open(self) -> bool:
         """May a request be answered from here, or its answer kept, now (no fault rule, no limit)?"""
@@ -117,9 +123,14 @@ class Repeats:
             or (reply.created is not None and reply.created != int(ctx.clock.now()))
             or ctx.chain.versions(len(reply.versions)) != reply.versions
         ):
-            del self._kept[key]
+            self._drop(key)
             return None
         return reply
+
+    def _drop(self, key: Key) -> None:
+        gone = self._kept.pop(key, None)
+        if gone is not None:
+            self._bytes -= gone.size
 
     def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange) -> None:
         """Remember an answer just sent, if it may be: the handler vouched for it, it was a
@@ -135,10 +146,14 @@ class Repeats:
             or not self.open()
         ):
             return
+        size = sum(len(body) for body, _ in copy.bodies)
+        if size > BIGGEST:
+            return
         kept = self._kept
-        kept.pop(key, None)
-        if len(kept) >= self.size:
-            del kept[next(iter(kept))]  # the oldest
+        self._drop(key)
+        while kept and (len(kept) >= self.size or self._bytes + size > BUDGET):
+            self._drop(next(iter(kept)))  # the oldest
+        self._bytes += size
         bodies = tuple(
             (body, not more, {"type": "http.response.body", "body": body, "more_body": more})
             for body, more in copy.bodies
@@ -161,9 +176,11 @@ class Repeats:
             entry.origin if entry is not None else None,
             entry.events if entry is not None else 0,
             promise,
+            size,
         )
 
     def moved(self) -> None:
         """Something an answer may stand on changed (an admin write): forget every answer."""
         self.generation += 1
         self._kept.clear()
+        self._bytes = 0

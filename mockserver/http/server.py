@@ -38,6 +38,7 @@ worker bounds its connections exactly as one process does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copyreg
 import json
 import weakref
@@ -138,7 +139,8 @@ class _Joined:
         held = self.held
         if held is not None:
             self.held = None
-            self.raw.write(held)
+            with contextlib.suppress(RuntimeError):  # uvloop's word for a connection already gone
+                self.raw.write(held)
 
     def close(self) -> None:
         self.flush()

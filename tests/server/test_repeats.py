@@ -151,3 +151,16 @@ def test_a_cassette_replays_its_recordings_in_order_then_the_last_again(
             live.app.state.ctx.chaos.replay.clear()  # places forgotten: the cassette starts again
             said.append(_post(client).json()["choices"][0]["message"]["content"])
     assert said == ["recorded one", "recorded two", "recorded two", "recorded two", "recorded two", "recorded one"]
+
+
+def test_an_answer_past_the_budget_is_not_remembered(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mockserver.edge import repeats
+
+    assert live.app is not None
+    live.app.state.ctx.script.add(text="A long answer.")
+    monkeypatch.setattr(repeats, "BIGGEST", 64)  # bytes: every chat answer is bigger
+    asked = _counted(live, "script", monkeypatch)
+    with httpx.Client(base_url=live.url) as client:
+        said = {_post(client).json()["choices"][0]["message"]["content"] for _ in range(3)}
+    assert said == {"A long answer."}
+    assert asked.asks == 3
