@@ -4,6 +4,12 @@ Keep-alive: an idle connection stays open :data:`KEEP_ALIVE` seconds, longer tha
 idle connections (httpx, so the OpenAI SDK: 5 s; aiohttp: 15 s; Go: 90 s). At uvicorn's
 default, 5 s, both ends expire together, and a request sent on a connection the server is just
 closing gets a TCP reset (an SDK with ``max_retries=0`` fails with ``APIConnectionError``).
+The keep-alive timer uvicorn arms after every answer is a deadline the sweep below notices
+(up to a tick late), not a timer handle armed and cancelled per request.
+
+One write per answer: a response's head is held until its body's first write and leaves with
+it (:class:`_Joined`), where uvicorn writes them apart — one system call and one segment for a
+whole answer, not two. A stream's head leaves by the end of the loop's turn, whatever follows.
 
 Bounded connections, because a test double is also pointed at by load and chaos tests:
 
@@ -42,6 +48,7 @@ import contextlib
 import copyreg
 import json
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mockserver.errors import envelope
@@ -110,16 +117,18 @@ copyreg.pickle(_Rebuilt, _rebuild)
 class _Joined:
     """The connection's transport as one response cycle writes to it: the answer's head is held
     until its body's first write and leaves with it, so a whole answer is one write (one system
-    call, one segment), where uvicorn writes head and body apart. A head with nothing after it
-    in the same turn of the event loop (a stream that waits for its first frame) leaves at the
-    end of that turn. Closing or aborting writes what is held first, so the bytes on the wire
-    are the same, in the same order."""
+    call, one segment), where uvicorn writes head and body apart. A head of a known length is
+    held until its body comes or the answer is complete (a ``HEAD`` answer has no body); a
+    stream's (no ``content-length``), which may wait long for its first frame, at most until the
+    end of this turn of the event loop. Closing or aborting writes what is held first, so the
+    bytes on the wire are the same, in the same order."""
 
-    __slots__ = ("held", "loop", "raw", "started")
+    __slots__ = ("completed", "held", "loop", "raw", "started")
 
-    def __init__(self, raw: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, raw: asyncio.Transport, loop: asyncio.AbstractEventLoop, completed: Callable[[], None]) -> None:
         self.raw = raw
         self.loop = loop
+        self.completed = completed  # the protocol's: the answer is complete
         self.held: bytes | None = None
         self.started = False  # the head was written (held or gone)
 
@@ -127,7 +136,8 @@ class _Joined:
         if not self.started:
             self.started = True
             self.held = data
-            self.loop.call_soon(self.flush)
+            if _LENGTH not in data:  # a body of unknown length: a stream, which may wait
+                self.loop.call_soon(self.flush)
             return
         held = self.held
         if held is not None:
@@ -142,6 +152,11 @@ class _Joined:
             with contextlib.suppress(RuntimeError):  # uvloop's word for a connection already gone
                 self.raw.write(held)
 
+    def complete(self) -> None:
+        """The cycle's answer is complete: what is held leaves, then the protocol hears of it."""
+        self.flush()
+        self.completed()
+
     def close(self) -> None:
         self.flush()
         self.raw.close()
@@ -155,6 +170,45 @@ class _Joined:
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.raw.get_extra_info(name, default)
+
+
+# How uvicorn writes a head's length (names lowercased, one header a line, no CR or LF in values).
+_LENGTH = b"\r\ncontent-length: "
+
+
+class _Idle:
+    """The keep-alive timer uvicorn arms after each answer (and cancels at the next request), as
+    the connection's own deadline, noticed by the sweep (see :class:`_LoopView`)."""
+
+    __slots__ = ("callback", "deadline")
+
+    def __init__(self) -> None:
+        self.deadline = 0.0  # loop time (0: not armed)
+        self.callback: Callable[[], object] | None = None
+
+    def cancel(self) -> None:
+        self.deadline = 0.0
+
+
+class _LoopView:
+    """The event loop as one bounded connection's protocol sees it: the loop's own ``create_task``
+    and ``time``, and a ``call_later`` that arms the connection's idle deadline (:class:`_Idle`),
+    which the sweep of open connections notices — the only timer uvicorn's protocol arms, once
+    per answer, where a timer handle armed and cancelled cost more than the rest of the step."""
+
+    __slots__ = ("create_task", "idle", "loop", "time")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: _Idle) -> None:
+        self.loop = loop
+        self.create_task = loop.create_task
+        self.time = loop.time
+        self.idle = idle
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> _Idle:
+        idle = self.idle
+        idle.deadline = self.time() + delay
+        idle.callback = callback
+        return idle
 
 
 class _Sweeper:
@@ -238,10 +292,15 @@ def _bounded_protocol(
         _seen_cycle: Any = None  # the last cycle (request head) this connection parsed
         _sweeper: _Sweeper | None = None
         _joined_for: Any = None  # the last cycle given a joining transport
+        _idle: _Idle | None = None  # the keep-alive deadline (httptools' protocol)
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            self._loop: asyncio.AbstractEventLoop = self.loop  # type: ignore[has-type]
             if per_task:
+                # httptools' protocol arms its keep-alive timer through self.loop: as a deadline.
+                self._idle = _Idle()
+                self.loop = _LoopView(self._loop, self._idle)
                 return  # the cap is checked as each request's task starts (below)
             app: ASGIApp = self.app  # type: ignore[has-type]
             connections = self.connections
@@ -261,7 +320,7 @@ def _bounded_protocol(
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
-            self._sweeper = _Sweeper.of(self.loop, tick)
+            self._sweeper = _Sweeper.of(self._loop, tick)
             self._sweeper.watched.add(self)
             self._arm()
 
@@ -290,7 +349,7 @@ def _bounded_protocol(
                 self._seen_cycle = cycle
                 if cycle is not None and getattr(cycle, "more_body", False):
                     self._body_for = cycle
-                    self._body_deadline = self.loop.time() + body_timeout
+                    self._body_deadline = self._loop.time() + body_timeout
             if self._body_deadline and (cycle is not self._body_for or not cycle.more_body):
                 self._body_deadline = 0.0  # the whole body came
 
@@ -299,12 +358,18 @@ def _bounded_protocol(
             cycle = self.cycle
             if cycle is not None and cycle is not self._joined_for:  # a new request (not an upgrade)
                 self._joined_for = cycle
-                cycle.transport = _Joined(self.transport, self.loop)
+                joined = _Joined(self.transport, self._loop, cycle.on_response)
+                cycle.transport = joined
+                cycle.on_response = joined.complete
 
         def _head_too_big(self, data: bytes) -> bool:
             """Would the pending head, with ``data``, pass :data:`MAX_HEAD_BYTES`? Told before
             the parser buffers it (h11 would fail first, httptools never): the head ends at its
             blank line, and what follows it in the same read (a body) does not count."""
+            if self._head_bytes + len(data) <= MAX_HEAD_BYTES:  # wherever the head ends, it fits
+                self._head_bytes += len(data)
+                self._tail = (self._tail + data[-3:])[-3:]
+                return False
             seen = self._tail + data
             end = seen.find(b"\r\n\r\n")
             size = self._head_bytes + (len(data) if end < 0 else end + 4 - len(self._tail))
@@ -314,6 +379,11 @@ def _bounded_protocol(
 
         def sweep(self, now: float) -> None:
             """Close the connection if a deadline has passed (the sweeper calls this every tick)."""
+            idle = self._idle
+            if idle is not None and idle.deadline and now >= idle.deadline:
+                idle.deadline = 0.0
+                if idle.callback is not None:
+                    idle.callback()  # uvicorn's keep-alive timeout: it closes the connection
             if self._head_deadline and now >= self._head_deadline:
                 self._head_deadline = 0.0
                 if self.cycle is self._armed_for and not self.transport.is_closing():
@@ -339,7 +409,7 @@ def _bounded_protocol(
         def _arm(self) -> None:
             self._armed_for = self.cycle
             self._head_bytes, self._tail = 0, b""
-            self._head_deadline = self.loop.time() + timeout
+            self._head_deadline = self._loop.time() + timeout
             assert self._sweeper is not None
             self._sweeper.wake()
 
