@@ -1,5 +1,6 @@
 """What one answer costs on each backend, beside the Starlette ceiling, in one run:
-``python bench/spine.py [--baseline REV] [--duration S] [--concurrency 1,16,64] [--out FILE] [--[no-]aimock]``.
+``python bench/spine.py [--baseline REV] [--duration S] [--rounds N] [--concurrency 1,16,64] [--out FILE]
+[--[no-]aimock]``.
 
 Servers, each its own process, started the way users start them:
 
@@ -47,11 +48,12 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench import aimock, baseline, procs
@@ -75,6 +77,7 @@ class Cell:
     p99_ms: float
     cpu_ms: float  # server CPU per request
     errors: int
+    round: int = 0
 
 
 def _scripted_text(tokens: int = TOKENS) -> str:
@@ -314,15 +317,16 @@ def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple
             servers.append((aimock.NAME, _start_aimock(stack, peer, workdir, text, chat, notes), chat))
         streams = [s for s in servers if s[0].startswith("scripted") or s[0] == aimock.NAME]
         for concurrency in levels:
-            for name, server, body in servers:
-                cells.append(
-                    measure(
+            for turn in range(args.rounds):
+                # Each round in another order (rotated), so a drift of the machine's speed
+                # during a level falls on every server alike.
+                for name, server, body in _rotated(servers, turn):
+                    cell = measure(
                         name, server.pid, server.port, body, "plain", concurrency, args.duration, args.warmup, workdir
                     )
-                )
-            # The scripted answer to bodies never seen before (nothing remembered is reused).
-            cells.append(
-                measure(
+                    cells.append(replace(cell, round=turn))
+                # The scripted answer to bodies never seen before (nothing remembered is reused).
+                cell = measure(
                     "scripted",
                     scripted.pid,
                     scripted.port,
@@ -334,10 +338,9 @@ def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple
                     workdir,
                     varied=True,
                 )
-            )
-            for name, server, body in streams:
-                cells.append(
-                    measure(
+                cells.append(replace(cell, round=turn))
+                for name, server, body in _rotated(streams, turn):
+                    cell = measure(
                         name,
                         server.pid,
                         server.port,
@@ -348,7 +351,7 @@ def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple
                         args.warmup,
                         workdir,
                     )
-                )
+                    cells.append(replace(cell, round=turn))
         # The model alone, at concurrency 1: latency of the 16-token answer, today against the baseline.
         cells.append(
             measure(
@@ -378,22 +381,67 @@ def run(args: argparse.Namespace, peer: tuple[Path, str] | None = None) -> tuple
     return cells, notes
 
 
+def _rotated(items: list[Any], turn: int) -> list[Any]:
+    at = turn % len(items) if items else 0
+    return items[at:] + items[:at]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def report(cells: list[Cell], notes: dict[str, str]) -> str:
-    ceiling = {c.concurrency: c for c in cells if c.server == "ceiling"}
-    lines = [
-        "| server | shape | c | req/s | × ceiling req/s | CPU ms/req | × ceiling CPU | p50 ms | p99 ms | errors |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    """One row per (server, shape, concurrency): with ``--rounds`` above 1, each figure is the
+    median of its rounds (and the rounds' req/s are listed), each ratio the median of the
+    per-round ratios to the ceiling's cell of the same round; then the issue's targets."""
+    groups: dict[tuple[str, str, int], list[Cell]] = {}
     for c in cells:
-        top = ceiling.get(c.concurrency)
-        ratio = f"{c.rps / top.rps:.2f}" if top else "—"
-        cpu = f"{c.cpu_ms / top.cpu_ms:.2f}" if top and top.cpu_ms else "—"
+        groups.setdefault((c.server, c.shape, c.concurrency), []).append(c)
+    ceiling = {(c.concurrency, c.round): c for c in cells if c.server == "ceiling"}
+    lines = [
+        "| server | shape | c | req/s | × ceiling req/s | CPU ms/req | × ceiling CPU | p50 ms | p99 ms | errors "
+        "| rounds' req/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ratios: dict[tuple[str, str, int], tuple[float, float, float]] = {}  # × ceiling req/s, × CPU, req/s
+    for (server, shape, level), group in groups.items():
+        tops = [ceiling.get((c.concurrency, c.round)) for c in group]
+        rate = _median([c.rps / t.rps for c, t in zip(group, tops, strict=True) if t])
+        cpu = _median([c.cpu_ms / t.cpu_ms for c, t in zip(group, tops, strict=True) if t and t.cpu_ms])
+        rps = _median([c.rps for c in group])
+        ratios[(server, shape, level)] = (rate, cpu, rps)
         lines.append(
-            f"| {c.server} | {c.shape} | {c.concurrency} | {c.rps:,.0f} | {ratio} | {c.cpu_ms:.3f} | {cpu} "
-            f"| {c.p50_ms:.2f} | {c.p99_ms:.2f} | {c.errors} |"
+            f"| {server} | {shape} | {level} | {rps:,.0f} | {rate:.2f} | {_median([c.cpu_ms for c in group]):.3f} "
+            f"| {cpu:.2f} | {_median([c.p50_ms for c in group]):.2f} | {_median([c.p99_ms for c in group]):.2f} "
+            f"| {sum(c.errors for c in group)} | {' / '.join(f'{c.rps:,.0f}' for c in group)} |"
         )
-    lines += ["", *(f"- {k}: `{v}`" for k, v in notes.items())]
+    lines += ["", *_verdicts(ratios), "", *(f"- {k}: `{v}`" for k, v in notes.items())]
     return "\n".join(lines)
+
+
+def _verdicts(ratios: dict[tuple[str, str, int], tuple[float, float, float]]) -> list[str]:
+    """Issue 26's targets against the medians above, one line each (a level without its cells is skipped)."""
+    levels = sorted({level for _, _, level in ratios})
+    checks: list[tuple[str, Any]] = [
+        ("scripted plain ≥ 0.6× the ceiling's req/s", lambda c: ratios[("scripted", "plain", c)][0] >= 0.6),
+        (
+            "scripted plain ≥ aimock's req/s",
+            lambda c: ratios[("scripted", "plain", c)][2] >= ratios[(aimock.NAME, "plain", c)][2],
+        ),
+        ("scripted plain CPU ≤ 1.6× the ceiling's", lambda c: ratios[("scripted", "plain", c)][1] <= 1.6),
+        ("scripted stream CPU ≤ 3× the ceiling's", lambda c: ratios[("scripted", "stream", c)][1] <= 3.0),
+        ("replay ≥ 0.8× the ceiling's req/s", lambda c: ratios[("replay", "plain", c)][0] >= 0.8),
+    ]
+    out = ["| target | " + " | ".join(f"c={c}" for c in levels) + " |", "| --- |" + " --- |" * len(levels)]
+    for label, holds in checks:
+        marks = []
+        for c in levels:
+            try:
+                marks.append("holds" if holds(c) else "**misses**")
+            except KeyError:
+                marks.append("—")
+        out.append(f"| {label} | " + " | ".join(marks) + " |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=5.0, help="measured seconds per cell")
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per cell")
     p.add_argument("--concurrency", default="1,16,64")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="rounds of every cell per level, interleaved (medians reported)"
+    )
     p.add_argument("--out", type=Path, default=None, help="also write the table here")
     p.add_argument(
         "--aimock",
