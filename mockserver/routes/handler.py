@@ -570,9 +570,25 @@ async def recorded_response(
         return _recorded_body(head, body[0] if len(body) == 1 else b"".join(body), by)
     link = Link()
     framing = Framing(named=named, done=False, style=style)
-    response = event_stream(_recorded_frames(events, link), framing, {}, stream_faults(plan, link), link)
+    frames: AsyncIterator[Frame]
+    if isinstance(events, Played) and events.ready and not any(_reset(event) for event in events.made):
+        # Made at once (an unpaced replay): its frames handed to the writer together, as a
+        # scripted stream's are (one write, without stream faults).
+        made = events.made
+        frames = Ready(tuple(event.data for event in events.drain() if isinstance(event, RecordedFrame)))
+        promise = scope.get(REPEAT_KEY)
+        if promise is not None:
+            promise.made(None, made)
+    else:
+        frames = _recorded_frames(events, link)
+    response = event_stream(frames, framing, {}, stream_faults(plan, link), link)
     response.raw_headers = [*_own(head), (h.SOURCE, by.encode())]
     return response
+
+
+def _reset(event: Event) -> bool:
+    """Did the recording end in a reset (which its replay repeats, the writer's long way)?"""
+    return isinstance(event, RecordedEnd) and event.how == "reset"
 
 
 def _recorded_body(head: RecordedHead, body: bytes, by: str) -> Response:

@@ -164,3 +164,23 @@ def test_an_answer_past_the_budget_is_not_remembered(live: Live, monkeypatch: py
         said = {_post(client).json()["choices"][0]["message"]["content"] for _ in range(3)}
     assert said == {"A long answer."}
     assert asked.asks == 3
+
+
+def test_a_replayed_stream_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = {**BODY, "stream": True}
+    with serve_in_thread(create_app(Settings(backend="script", frozen_time=FROZEN))) as upstream:
+        assert upstream.app is not None
+        upstream.app.state.ctx.script.add(text="A recorded stream.")
+        recording = Settings(cassettes=str(tmp_path), record_mode="all", upstream=upstream.url, frozen_time=FROZEN)
+        with serve_in_thread(create_app(recording)) as recorder, httpx.Client(base_url=recorder.url) as client:
+            recorded = _post(client, stream).content
+    with serve_in_thread(create_app(Settings(cassettes=str(tmp_path), frozen_time=FROZEN))) as live:
+        asked = _counted(live, "replay", monkeypatch)
+        with httpx.Client(base_url=live.url) as client:
+            replayed = [_post(client, stream) for _ in range(3)]
+            journal = client.get("/__mockserver/journal").json()["entries"]
+    assert [r.content for r in replayed] == [recorded] * 3
+    assert all(r.headers["x-mockserver-source"] == "replay" for r in replayed)
+    assert asked.asks == 1
+    events = [e["events"] for e in journal if e["path"] == "/v1/chat/completions"]
+    assert len(events) == 3 and events[0] > 3 and len(set(events)) == 1
