@@ -54,17 +54,17 @@ from mockserver.wire.scope import BATCH_KEY, DEPLOYMENT, PROFILE_KEY, REPEAT_KEY
 
 __all__ = ["Edge"]
 
-Answer = Callable[[APIError, Scope], Response]
-Endpoint = Callable[[Request], Awaitable[Response]]
-Handler = Callable[[Request, Exception], Awaitable[Response]]
+Wording = Callable[[APIError, Scope], Response]  # an error as the request's profile words it
+RouteCall = Callable[[Request], Awaitable[Response]]  # a route of a fixed path, called directly
+ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
 
 
 ADMIN = "/__mockserver/"
 
 
-def _direct(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoint]:
+def _direct(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], RouteCall]:
     """The routes of a fixed path, by ``(path, method)``: the first listed wins, as in the router."""
-    table: dict[tuple[str, str], Endpoint] = {}
+    table: dict[tuple[str, str], RouteCall] = {}
     for route in routes:
         if not isinstance(route, Route) or "{" in route.path or not is_async_callable(route.endpoint):
             continue
@@ -85,9 +85,9 @@ class Edge:
         metrics: Metrics,
         routes: Iterable[BaseRoute],
         profiles: Mapping[str, Profile],
-        answer: Answer,
-        handlers: Mapping[type[Exception], Handler] | None = None,
-        unexpected: Handler | None = None,
+        answer: Wording,
+        handlers: Mapping[type[Exception], ErrorHandler] | None = None,
+        unexpected: ErrorHandler | None = None,
         injector: bool = True,
         recording: bool = False,
         keys: frozenset[str] = frozenset(),
