@@ -195,9 +195,9 @@ class Edge:
         # A request the edge may remember the answer of: the handler says whether it may.
         promise = scope[REPEAT_KEY] = Promise()
         copy = send.copy = Copy()
+        generation = self.repeats.generation  # an admin write meanwhile: the answer may be stale
         await self._provider_path(scope, receive, send)
-        if promise.kept:
-            self.repeats.keep(key, promise, copy, send)
+        self.repeats.keep(key, promise, copy, send, generation)
 
     def _may_repeat(self, scope: Scope) -> bool:
         """Would the recording headers' rule let this request through (it reads the client's

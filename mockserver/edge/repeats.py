@@ -54,7 +54,6 @@ class Reply:
     """A remembered answer, what it stood on (see the module docstring), and what the edge
     learnt of its request the first time (all of it follows from the key)."""
 
-    generation: int
     versions: tuple[int, ...]
     created: int | None  # None: the same in any second
     status: int
@@ -99,7 +98,9 @@ class Repeats:
     def __init__(self, ctx: ServerContext, size: int = KEPT) -> None:
         self.ctx = ctx
         self.size = size
-        self.generation = 0  # moved by every admin write: whatever it changed, nothing kept holds
+        # Moved by every admin write, which forgets every answer kept: whatever it changed,
+        # nothing kept holds (and an answer made across it is not kept).
+        self.generation = 0
         self._kept: dict[Key, Reply] = {}
         self._bytes = 0  # the kept answers' body bytes
 
@@ -118,11 +119,9 @@ class Repeats:
         if reply is None:
             return None
         ctx = self.ctx
-        if (
-            reply.generation != self.generation
-            or (reply.created is not None and reply.created != int(ctx.clock.now()))
-            or ctx.chain.versions(len(reply.versions)) != reply.versions
-        ):
+        if (reply.created is not None and reply.created != int(ctx.clock.now())) or ctx.chain.versions(
+            len(reply.versions)
+        ) != reply.versions:
             self._drop(key)
             return None
         return reply
@@ -132,12 +131,14 @@ class Repeats:
         if gone is not None:
             self._bytes -= gone.size
 
-    def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange) -> None:
+    def keep(self, key: Key, promise: Promise, copy: Copy, send: Exchange, generation: int) -> None:
         """Remember an answer just sent, if it may be: the handler vouched for it, it was a
-        whole 200 and nothing changed while it was made."""
+        whole 200 and nothing changed while it was made (``generation``: the store's when the
+        request began; the backends' versions are checked at every use)."""
         entry = send.entry
         if (
-            not promise.kept
+            generation != self.generation
+            or not promise.kept
             or promise.versions is None
             or copy.status != 200
             or not copy.bodies
@@ -159,7 +160,6 @@ class Repeats:
             for body, more in copy.bodies
         )
         kept[key] = Reply(
-            self.generation,
             promise.versions,
             promise.created,
             copy.status,

@@ -196,10 +196,9 @@ class _LoopView:
     which the sweep of open connections notices — the only timer uvicorn's protocol arms, once
     per answer, where a timer handle armed and cancelled cost more than the rest of the step."""
 
-    __slots__ = ("create_task", "idle", "loop", "time")
+    __slots__ = ("create_task", "idle", "time")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, idle: _Idle) -> None:
-        self.loop = loop
         self.create_task = loop.create_task
         self.time = loop.time
         self.idle = idle

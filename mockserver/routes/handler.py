@@ -523,12 +523,17 @@ def ready_frames(
 
 
 def _made_at_once(prepared: Prepared, created: int, made: Sequence[Event]) -> None:
-    """The edge may remember an answer made at once to a body read as nothing else but its
-    bytes says (see :func:`_read`): tell it so."""
+    """An answer made at once to a body read as nothing else but its bytes says (see
+    :func:`_read`): the edge may remember it."""
     if prepared.read is not None:
-        promise: Promise | None = prepared.request.scope.get(REPEAT_KEY)
-        if promise is not None:
-            promise.made(created, made)
+        _promise_made(prepared.request.scope, created, made)
+
+
+def _promise_made(scope: Any, created: int | None, made: Sequence[Event]) -> None:
+    """Tell the edge's promise (when the request has one) that the answer was made at once."""
+    promise: Promise | None = scope.get(REPEAT_KEY)
+    if promise is not None:
+        promise.made(created, made)
 
 
 def stream_faults(plan: tuple[Fault, ...], link: Link) -> StreamFaults | None:
@@ -557,9 +562,7 @@ async def recorded_response(
         if isinstance(events, Played) and events.ready:  # made at once: no wait per event
             made = events.made
             body = [event.data for event in events.drain() if isinstance(event, RecordedFrame)]
-            promise: Promise | None = scope.get(REPEAT_KEY)
-            if promise is not None:
-                promise.made(None, made)
+            _promise_made(scope, None, made)  # a recording's bytes: the same in any second
         else:
             try:
                 async for event in events:
@@ -576,9 +579,7 @@ async def recorded_response(
         # scripted stream's are (one write, without stream faults).
         made = events.made
         frames = Ready(tuple(event.data for event in events.drain() if isinstance(event, RecordedFrame)))
-        promise = scope.get(REPEAT_KEY)
-        if promise is not None:
-            promise.made(None, made)
+        _promise_made(scope, None, made)
     else:
         frames = _recorded_frames(events, link)
     response = event_stream(frames, framing, {}, stream_faults(plan, link), link)

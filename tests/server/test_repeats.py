@@ -184,3 +184,29 @@ def test_a_replayed_stream_is_remembered(tmp_path: Path, monkeypatch: pytest.Mon
     assert asked.asks == 1
     events = [e["events"] for e in journal if e["path"] == "/v1/chat/completions"]
     assert len(events) == 3 and events[0] > 3 and len(set(events)) == 1
+
+
+def test_an_answer_made_across_an_admin_write_is_not_kept() -> None:
+    from mockserver.edge.exchange import Copy, Exchange
+    from mockserver.edge.repeats import Repeats
+    from mockserver.spine.repeat import Promise
+
+    ctx = create_app(Settings(backend="script", frozen_time=FROZEN)).state.ctx
+    ctx.script.add(text="Kept.")
+    repeats = Repeats(ctx)
+
+    def made() -> tuple[Promise, Copy]:
+        promise = Promise(versions=ctx.chain.versions(1), whole=True, created=int(ctx.clock.now()))
+        copy = Copy()
+        copy.status, copy.headers, copy.bodies = 200, [(b"content-type", b"application/json")], [(b"{}", False)]
+        return promise, copy
+
+    async def nowhere(message: Any) -> None:
+        return None
+
+    began = repeats.generation
+    repeats.keep(("a",), *made(), Exchange(nowhere, None), began)
+    assert repeats.get(("a",)) is not None  # kept: nothing moved while it was made
+    repeats.moved()  # an admin write while the next one is made
+    repeats.keep(("b",), *made(), Exchange(nowhere, None), began)
+    assert repeats.get(("a",)) is None and repeats.get(("b",)) is None
